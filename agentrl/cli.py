@@ -1,0 +1,156 @@
+"""The command line: `python -m agentrl train | ingest | runs | presets | export-schema`.
+
+Every error a user can cause (unknown preset, invalid values, unreadable config, unwritable runs
+directory, a held database) ends as one line on stderr and exit status 2, before anything is
+written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .config import SCHEMA_PATH, ConfigError, json_schema_text, load_config_file, load_preset, preset_names
+from .rundir import RunDir, RunsDirError, create_run_dir, default_runs_dir, ensure_writable, iso, new_run_id, utc_now
+
+
+class UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m agentrl", description="Train and inspect agent-RL runs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="run one training run in the foreground")
+    source = train.add_mutually_exclusive_group(required=True)
+    source.add_argument("--preset", help=f"a built-in config: {', '.join(preset_names())}")
+    source.add_argument("--config", help="a JSON run config (see schemas/run_config.schema.json)")
+    train.add_argument("--runs-dir", help="where runs are stored (default $AGENTRL_RUNS_DIR or runs/)")
+    train.add_argument("--name", help="override the run's name")
+    train.add_argument("--step-delay", type=float, help="seconds to pause after each round, to watch a run live")
+    train.add_argument("--run-id", help=argparse.SUPPRESS)  # set by the launcher, which made the folder
+    train.add_argument("--quiet", action="store_true", help="print only the final line")
+
+    ingest = sub.add_parser("ingest", help="copy pending run chunks into the DuckDB store")
+    ingest.add_argument("--runs-dir", help="where runs are stored (default $AGENTRL_RUNS_DIR or runs/)")
+
+    runs = sub.add_parser("runs", help="list runs with their status, newest first")
+    runs.add_argument("--runs-dir", help="where runs are stored (default $AGENTRL_RUNS_DIR or runs/)")
+
+    sub.add_parser("presets", help="list the built-in presets")
+
+    schema = sub.add_parser("export-schema", help="write schemas/run_config.schema.json from RunConfig")
+    schema.add_argument("--check", action="store_true", help="exit 1 if the file on disk differs")
+    return parser
+
+
+def _runs_dir(value: str | None) -> Path:
+    return Path(value) if value else default_runs_dir()
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .runner import run_tabular
+    from .store import StoreLockedError, ingest_once
+
+    overrides = {"name": args.name, "step_delay": args.step_delay}
+    config = load_preset(args.preset, **overrides) if args.preset else load_config_file(args.config, **overrides)
+    runs_dir = ensure_writable(_runs_dir(args.runs_dir))
+    if args.run_id:
+        run = RunDir(runs_dir / args.run_id)
+        if not run.meta_path.is_file():
+            raise UsageError(f"--run-id {args.run_id!r}: no run.json in {run.root}")
+    else:
+        run_id = new_run_id(config.name)
+        meta = {
+            "run_id": run_id, "name": config.name, "kind": config.kind, "scorer": config.scorer,
+            "created_at": iso(utc_now()), "total_steps": config.rounds, "config": config.model_dump(mode="json"),
+        }
+        run = create_run_dir(runs_dir, run_id, meta)
+        (run.root / "config.json").write_text(config.to_json())
+    log = (lambda message: None) if args.quiet else (lambda message: print(message, flush=True))
+    print(f"run {run.run_id}: {config.kind} {config.scorer}, {config.rounds} rounds -> {run.root}", flush=True)
+    status = run_tabular(config, run, log=log)
+    try:
+        report = ingest_once(runs_dir, wait_s=0.0)
+        print(f"run {run.run_id} {status}; ingested {report.rows} rows from {report.files} chunks", flush=True)
+    except StoreLockedError:
+        print(f"run {run.run_id} {status}; the store is open elsewhere (the dashboard ingests it)", flush=True)
+    return 0 if status == "succeeded" else 3
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from .store import ingest_once
+
+    runs_dir = _runs_dir(args.runs_dir)
+    if not runs_dir.is_dir():
+        raise RunsDirError(f"runs directory {str(runs_dir)!r} does not exist")
+    report = ingest_once(runs_dir)
+    for path, reason in report.skipped:
+        print(f"skipped {path}: {reason}", file=sys.stderr)
+    print(f"ingested {report.rows} rows from {report.files} chunks in {report.seconds:.2f}s "
+          f"({report.runs_synced} run records updated)")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from .launcher import Launcher
+    from .rundir import list_run_dirs
+
+    runs_dir = _runs_dir(args.runs_dir)
+    if runs_dir.is_dir() and os.access(runs_dir, os.W_OK):
+        Launcher(runs_dir).reconcile()
+    rows = []
+    for run in list_run_dirs(runs_dir):
+        meta, status = run.meta() or {}, run.status() or {}
+        rows.append((run.run_id, meta.get("scorer", ""), status.get("status", "?"),
+                     f"{status.get('step', 0)}/{meta.get('total_steps', '?')}", status.get("error") or ""))
+    if not rows:
+        print(f"no runs in {runs_dir}")
+        return 0
+    widths = [max(len(str(r[i])) for r in rows + [("run_id", "scorer", "status", "step", "")]) for i in range(4)]
+    print("  ".join(h.ljust(w) for h, w in zip(("run_id", "scorer", "status", "step"), widths)))
+    for row in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row[:4], widths)) + (f"  {row[4]}" if row[4] else ""))
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    for name in preset_names():
+        config = load_preset(name)
+        print(f"{name}: {config.kind}, scorer {config.scorer}, {config.rounds} rounds x group {config.group_size}")
+    return 0
+
+
+def cmd_export_schema(args: argparse.Namespace) -> int:
+    text = json_schema_text()
+    if args.check:
+        current = SCHEMA_PATH.read_text() if SCHEMA_PATH.exists() else ""
+        if current != text:
+            print(f"{SCHEMA_PATH} is out of date; run: python -m agentrl export-schema", file=sys.stderr)
+            return 1
+        return 0
+    SCHEMA_PATH.write_text(text)
+    print(f"wrote {SCHEMA_PATH}")
+    return 0
+
+
+COMMANDS = {
+    "train": cmd_train, "ingest": cmd_ingest, "runs": cmd_runs,
+    "presets": cmd_presets, "export-schema": cmd_export_schema,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from .store import StoreLockedError
+
+    try:
+        return COMMANDS[args.command](args)
+    except (ConfigError, RunsDirError, StoreLockedError, UsageError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,201 @@
+"""The launcher: starts run processes, tracks their liveness, cancels them.
+
+Launch -> **run process**: a run is `python -m agentrl train --config <run_dir>/config.json ...`
+started from an argument list (never a shell string) in its own session, output to
+`<run_dir>/stdout.log`. Liveness is the pid *and* the process create time (a reused pid is not
+the run). A run that vanished without a terminal status is marked `failed` with its exit code or
+signal; a cancel is a stop file the run honours between rounds, then SIGKILL to its process
+group after a grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from .config import RunConfig
+from .rundir import (
+    TERMINAL_STATUSES,
+    RunDir,
+    create_run_dir,
+    ensure_writable,
+    iso,
+    list_run_dirs,
+    new_run_id,
+    read_json,
+    utc_now,
+    write_json_atomic,
+)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CANCEL_GRACE_S = 10.0
+LAUNCH_GRACE_S = 60.0  # a queued run whose process never said hello is failed after this
+
+
+@dataclass(frozen=True)
+class Liveness:
+    alive: bool
+    exit_code: int | None = None  # negative: killed by that signal
+    known: bool = False  # True when the exit code is known (we are the parent)
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "the run process vanished without a final status (exit status unknown)"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the run process was killed by {name}"
+    return f"the run process exited with code {code} without a final status"
+
+
+class Launcher:
+    """Starts runs in one runs directory and keeps their Popen handles to learn exit codes."""
+
+    def __init__(self, runs_dir: Path, python: str = sys.executable):
+        self.runs_dir = Path(runs_dir)
+        self.python = python
+        self._children: dict[str, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+
+    def start(self, config: RunConfig) -> str:
+        """Create the run folder and start its process; returns the run id."""
+        ensure_writable(self.runs_dir)
+        run_id = new_run_id(config.name)
+        meta = {
+            "run_id": run_id, "name": config.name, "kind": config.kind, "scorer": config.scorer,
+            "created_at": iso(utc_now()), "total_steps": config.rounds, "config": config.model_dump(mode="json"),
+        }
+        run = create_run_dir(self.runs_dir, run_id, meta)
+        config_path = run.root / "config.json"
+        config_path.write_text(config.to_json())
+        command = [
+            self.python, "-m", "agentrl", "train", "--config", str(config_path),
+            "--runs-dir", str(self.runs_dir.resolve()), "--run-id", run_id,
+        ]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+        with open(run.log_path, "ab") as log:
+            process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=PROJECT_ROOT, env=env, start_new_session=True, close_fds=True,
+            )
+        try:
+            create_time = psutil.Process(process.pid).create_time()
+        except psutil.Error:
+            create_time = None
+        # The child owns status.json; the launcher records the process in a file of its own.
+        write_json_atomic(run.root / "launch.json", {"pid": process.pid, "create_time": create_time,
+                                                     "launched_at": iso(utc_now()), "command": command})
+        with self._lock:
+            self._children[run_id] = process
+        return run_id
+
+    def start_pair(self, outcome: RunConfig, guarded: RunConfig) -> tuple[str, str]:
+        return self.start(outcome), self.start(guarded)
+
+    def liveness(self, run: RunDir) -> Liveness:
+        with self._lock:
+            process = self._children.get(run.run_id)
+        if process is not None:
+            code = process.poll()  # also reaps it, so no zombie is left behind
+            return Liveness(alive=code is None, exit_code=code, known=code is not None)
+        status = run.status() or {}
+        launch = read_json(run.root / "launch.json") or {}
+        pid = status.get("pid") or launch.get("pid")
+        create_time = status.get("create_time") if status.get("pid") else launch.get("create_time")
+        if not pid:
+            return Liveness(alive=False)
+        try:
+            proc = psutil.Process(pid)
+            same = create_time is None or abs(proc.create_time() - create_time) < 1.0
+            alive = same and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            alive = False
+        return Liveness(alive=alive)
+
+    def cancel(self, run_id: str) -> None:
+        """Ask the run to stop; `reconcile` kills it if it has not stopped within the grace period."""
+        run = RunDir(self.runs_dir / run_id)
+        if not run.meta_path.exists():
+            raise ValueError(f"no run {run_id!r} in {self.runs_dir}")
+        if (run.status() or {}).get("status") in TERMINAL_STATUSES:
+            return
+        run.request_stop()
+
+    def reconcile(self, grace_s: float = CANCEL_GRACE_S) -> list[str]:
+        """Mark vanished runs failed (or cancelled) and enforce cancel grace periods.
+
+        Returns the ids whose status this call changed.
+        """
+        changed = []
+        for run in list_run_dirs(self.runs_dir):
+            status = run.status() or {}
+            state = status.get("status")
+            if state in TERMINAL_STATUSES:
+                with self._lock:
+                    process = self._children.pop(run.run_id, None)
+                if process is not None:
+                    process.poll()
+                continue
+            live = self.liveness(run)
+            if live.alive and run.stop_requested():
+                requested = run.stop_path.stat().st_mtime
+                if time.time() - requested > grace_s:
+                    self._kill(run)
+                    live = Liveness(alive=False)
+            if live.alive:
+                continue
+            if not live.known and not self._known_pid(run) and self._age(run) < LAUNCH_GRACE_S:
+                continue  # being launched right now: no process recorded yet
+            # Re-read: the run may have written its terminal status just before exiting.
+            status = run.status() or {}
+            if status.get("status") in TERMINAL_STATUSES:
+                continue
+            if run.stop_requested():
+                run.update_status(status="cancelled", ended_at=iso(utc_now()),
+                                  error="cancelled; the run was stopped by the launcher after the grace period")
+            else:
+                last = [line for line in run.tail_log(5) if line.strip()]
+                detail = describe_exit(live.exit_code if live.known else None)
+                if last:
+                    detail += f"; last output: {last[-1][:300]}"
+                run.update_status(status="failed", ended_at=iso(utc_now()), error=detail, exit_code=live.exit_code)
+            changed.append(run.run_id)
+        return changed
+
+    def _known_pid(self, run: RunDir) -> int | None:
+        status = run.status() or {}
+        launch = read_json(run.root / "launch.json") or {}
+        return status.get("pid") or launch.get("pid")
+
+    def _age(self, run: RunDir) -> float:
+        try:
+            return time.time() - run.meta_path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    def _kill(self, run: RunDir) -> None:
+        pid = self._known_pid(run)
+        if not pid:
+            return
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)  # the run is its own session leader
+        except (ProcessLookupError, PermissionError):
+            pass
+        with self._lock:
+            process = self._children.get(run.run_id)
+        if process is not None:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass

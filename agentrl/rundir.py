@@ -1,0 +1,161 @@
+"""The on-disk layout of a runs directory and of one run's folder.
+
+```
+<runs_dir>/agentrl.duckdb            the store (dashboard-owned)
+<runs_dir>/<run_id>/run.json         who the run is: id, name, kind, scorer, config, created_at
+<runs_dir>/<run_id>/status.json      where it is: status, pid, create_time, step, ended_at, error
+<runs_dir>/<run_id>/stop             a cancel request (its presence is the request)
+<runs_dir>/<run_id>/stdout.log       everything the run process printed
+<runs_dir>/<run_id>/<table>/part-NNNNN.parquet   chunks (see chunks.py)
+```
+
+JSON files are written to a temporary name and renamed into place, so a reader sees the old
+file or the new one, never half of one. Both the run process and the launcher use this module;
+neither opens the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+RUNS_DIR_ENV = "AGENTRL_RUNS_DIR"
+DB_FILENAME = "agentrl.duckdb"
+TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
+STATUSES = ("queued", "running") + TERMINAL_STATUSES
+
+
+class RunsDirError(OSError):
+    """The runs directory cannot be used; the message says which path and why."""
+
+
+def default_runs_dir() -> Path:
+    """`$AGENTRL_RUNS_DIR`, else `runs/` in the current directory."""
+    return Path(os.environ.get(RUNS_DIR_ENV) or "runs")
+
+
+def ensure_writable(runs_dir: Path) -> Path:
+    """Create `runs_dir` if needed and prove it writable, before anything starts."""
+    runs_dir = Path(runs_dir)
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=runs_dir, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        raise RunsDirError(f"runs directory {str(runs_dir)!r} cannot be written: {error.strerror or error}") from None
+    return runs_dir
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def iso(ts: datetime | None) -> str | None:
+    return None if ts is None else ts.isoformat(timespec="microseconds")
+
+
+def new_run_id(name: str) -> str:
+    """Sortable by creation time, readable, unique: 20261129-113000-refund-outcome-3fa2."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "run"
+    return f"{utc_now():%Y%m%d-%H%M%S}-{slug}-{secrets.token_hex(2)}"
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as handle:
+        json.dump(payload, handle, indent=2, default=str)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths of one run's folder."""
+
+    root: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    @property
+    def meta_path(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def status_path(self) -> Path:
+        return self.root / "status.json"
+
+    @property
+    def stop_path(self) -> Path:
+        return self.root / "stop"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "stdout.log"
+
+    def meta(self) -> dict[str, Any] | None:
+        return read_json(self.meta_path)
+
+    def status(self) -> dict[str, Any] | None:
+        return read_json(self.status_path)
+
+    def update_status(self, **fields: Any) -> dict[str, Any]:
+        status = self.status() or {}
+        status.update(fields)
+        write_json_atomic(self.status_path, status)
+        return status
+
+    def stop_requested(self) -> bool:
+        return self.stop_path.exists()
+
+    def request_stop(self) -> None:
+        self.stop_path.write_text(iso(utc_now()) or "")
+
+    def tail_log(self, lines: int = 20) -> list[str]:
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - 16_384))
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return []
+        return text.splitlines()[-lines:]
+
+
+def create_run_dir(runs_dir: Path, run_id: str, meta: dict[str, Any]) -> RunDir:
+    """Make the run's folder and write run.json and a `queued` status.json."""
+    run = RunDir(Path(runs_dir) / run_id)
+    try:
+        run.root.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise RunsDirError(f"run folder {str(run.root)!r} already exists; choose another run id") from None
+    except OSError as error:
+        raise RunsDirError(f"cannot create run folder {str(run.root)!r}: {error.strerror or error}") from None
+    write_json_atomic(run.meta_path, meta)
+    write_json_atomic(run.status_path, {"status": "queued", "step": 0})
+    return run
+
+
+def list_run_dirs(runs_dir: Path) -> list[RunDir]:
+    """Every folder of `runs_dir` holding a run.json, newest id first."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        return []
+    found = [RunDir(p) for p in runs_dir.iterdir() if p.is_dir() and (p / "run.json").is_file()]
+    return sorted(found, key=lambda r: r.run_id, reverse=True)

@@ -1,0 +1,160 @@
+"""The run process: trains one tabular run and streams its telemetry as chunks.
+
+`python -m agentrl train` lands here (launch -> **run process** -> chunks -> store -> page). It
+writes status.json at start and end, honours a stop request between rounds, and never opens the
+database while it trains.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from typing import Callable
+
+import psutil
+
+from .chunks import ChunkWriter
+from .config import RunConfig
+from .gym import Task
+from .hardware import ProcessTreeSampler
+from .imitation import clone_expert, dagger_round, demonstrations, evaluate
+from .rundir import RunDir, iso, utc_now
+from .scoring import get_scorer
+from .training import RoundRecord, train
+
+
+def _tasks(specs) -> list[Task]:
+    return [Task(t.task_id, t.amount, t.start_state) for t in specs]
+
+
+class _StopFlag:
+    """Set by SIGTERM/SIGINT or by the stop file; read between rounds."""
+
+    def __init__(self, run: RunDir):
+        self.run = run
+        self.signalled = False
+
+    def __call__(self) -> bool:
+        return self.signalled or self.run.stop_requested()
+
+    def install(self) -> None:
+        def handler(signum, frame):
+            self.signalled = True
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+
+def run_tabular(config: RunConfig, run: RunDir, log: Callable[[str], None] = print) -> str:
+    """Train `config` into `run`'s folder; returns the final status."""
+    run_id = run.run_id
+    stop = _StopFlag(run)
+    stop.install()
+    sampler = ProcessTreeSampler()
+    current_step = [0]
+
+    def hardware_sample() -> None:
+        writer.append("hardware", {"run_id": run_id, "ts": utc_now(), "step": current_step[0], **sampler.sample()})
+
+    writer = ChunkWriter(run.root, on_flush=hardware_sample)
+    me = psutil.Process()
+    run.update_status(
+        status="running", pid=os.getpid(), create_time=me.create_time(), started_at=iso(utc_now()),
+        step=0, total_steps=config.rounds, error=None,
+    )
+    status, error = "failed", None
+    try:
+        tasks, eval_tasks, expert_tasks = _tasks(config.tasks), _tasks(config.eval_tasks), _tasks(config.expert_tasks)
+        scorer = get_scorer(config.scorer)
+        policy = clone_expert(expert_tasks, epochs=config.clone_epochs, lr=config.clone_lr)
+        if config.dagger:
+            # Label where the cloned policy has never been: tasks that do not start at `start`.
+            label_tasks = [t for t in tasks if t.start_state != "start"] or tasks
+            dagger = dagger_round(policy, demonstrations(expert_tasks), label_tasks, config.clone_epochs, config.clone_lr)
+            policy = dagger.policy
+            log(f"dagger: {len(dagger.labels)} new labels {dagger.labels}")
+
+        def record_policy(step: int) -> None:
+            rows = [
+                {"run_id": run_id, "step": step, "state": state, "action": action, "prob": prob}
+                for state, dist in policy.table(config.sensitive_states).items()
+                for action, prob in dist.items()
+            ]
+            writer.append("action_probs", rows)
+
+        def record_eval(step: int) -> None:
+            results = evaluate(policy, eval_tasks, max_steps=config.max_steps)
+            writer.append(
+                "evals",
+                [
+                    {"run_id": run_id, "step": step, "split": "held_out", "task_id": r.task_id,
+                     "actions": r.actions, "success": r.success, "violation": r.violation}
+                    for r in results
+                ],
+            )
+            log(f"eval step {step}: {sum(r.success for r in results)}/{len(results)} succeed, "
+                f"{sum(r.violation for r in results)} violate")
+
+        record_policy(0)
+        record_eval(0)
+        started = time.monotonic()
+
+        def on_round(record: RoundRecord) -> None:
+            step = record.step
+            writer.append("trajectories", [
+                {
+                    "run_id": run_id, "step": step, "traj_idx": i, "task_id": traj.task.task_id,
+                    "amount": traj.task.amount, "states": traj.states, "actions": traj.actions,
+                    "behavior_logps": [t.behavior_logp for t in traj.transitions],
+                    "advantages": [record.advantages[(i, t)] for t in range(traj.n_steps)],
+                    "reward": score.reward, "components": score.components, "success": traj.success,
+                    "violation": traj.violation, "duplicate_effect": traj.duplicate_effect,
+                    "eligible": score.eligible, "vetoed": i in record.vetoed, "updated": i in record.updated,
+                }
+                for i, (traj, score) in enumerate(zip(record.batch, record.scores))
+            ])
+            record_policy(step)
+            if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
+                record_eval(step)
+            # The steps row goes last: a step visible on the Live page has its other rows with it
+            # in the same flush.
+            writer.append("steps", {
+                "run_id": run_id, "step": step, "ts": utc_now(), "elapsed_s": time.monotonic() - started,
+                "success_rate": record.success_rate, "violation_rate": record.violation_rate,
+                "duplicate_rate": record.duplicate_rate, "mean_reward": record.mean_reward,
+                "vetoed": len(record.vetoed), "vetoed_updates": record.vetoed_updates,
+                "updates": record.updates, "clipped": sum(record.clipped_by_epoch),
+                "clipped_by_epoch": record.clipped_by_epoch, "transitions": record.transitions,
+            })
+            current_step[0] = step
+            run.update_status(step=step)
+            log(f"step {step}/{config.rounds} success {record.success_rate:.2f} violation "
+                f"{record.violation_rate:.2f} vetoed {len(record.vetoed)} updates {record.updates} "
+                f"clipped {sum(record.clipped_by_epoch)}")
+            if config.step_delay:
+                # Sleep in short slices so a cancel is honoured promptly.
+                deadline = time.monotonic() + config.step_delay
+                while time.monotonic() < deadline and not stop():
+                    time.sleep(min(0.1, deadline - time.monotonic()))
+
+        result = train(
+            policy, tasks, scorer, random.Random(config.seed), rounds=config.rounds,
+            group_size=config.group_size, lr=config.lr, clip=config.clip, epochs=config.epochs,
+            max_steps=config.max_steps, on_round=on_round, should_stop=stop,
+        )
+        record_eval(result.rounds_completed)
+        log(f"totals: transitions {result.transitions} updates {result.updates} clipped by epoch "
+            f"{result.clipped_by_epoch} vetoed rollouts {result.vetoed_rollouts} vetoed updates {result.vetoed_updates}")
+        status = "cancelled" if result.stopped_early else "succeeded"
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        hardware_sample()
+        try:
+            writer.close()  # the last flush happens before the terminal status (ingest relies on it)
+        finally:
+            run.update_status(status=status, ended_at=iso(utc_now()), error=error)
+    return status

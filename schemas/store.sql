@@ -1,0 +1,118 @@
+-- The DuckDB store of agentrl: one file, runs/agentrl.duckdb, written only by the dashboard
+-- process (or `python -m agentrl ingest` when no dashboard runs). Applied at every connect;
+-- every statement is idempotent. Column names are the storage contract of DESIGN.md.
+
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      VARCHAR PRIMARY KEY,
+    name        VARCHAR NOT NULL,
+    kind        VARCHAR NOT NULL,          -- 'tabular' or 'trl'
+    scorer      VARCHAR NOT NULL,
+    status      VARCHAR NOT NULL,          -- queued, running, succeeded, failed, cancelled
+    config      JSON NOT NULL,             -- the full validated run config
+    created_at  TIMESTAMP NOT NULL,        -- UTC
+    started_at  TIMESTAMP,
+    ended_at    TIMESTAMP,
+    error       VARCHAR,
+    pid         BIGINT,
+    total_steps INTEGER,
+    run_dir     VARCHAR
+);
+
+-- One row per training round / optimiser step, numbered from 1.
+CREATE TABLE IF NOT EXISTS steps (
+    run_id           VARCHAR NOT NULL,
+    step             INTEGER NOT NULL,
+    ts               TIMESTAMP NOT NULL,   -- UTC, when the step finished
+    elapsed_s        DOUBLE,               -- seconds since the run started training
+    success_rate     DOUBLE,
+    violation_rate   DOUBLE,
+    duplicate_rate   DOUBLE,
+    mean_reward      DOUBLE,
+    vetoed           INTEGER,              -- vetoed rollouts this step
+    vetoed_updates   INTEGER,              -- audit: vetoed trajectories that got an update (must be 0)
+    updates          INTEGER,
+    clipped          INTEGER,
+    clipped_by_epoch INTEGER[],
+    transitions      INTEGER,
+    metrics          MAP(VARCHAR, DOUBLE)  -- engine-specific extras (TRL's kl, entropy, ...)
+);
+
+-- One row per sampled trajectory.
+CREATE TABLE IF NOT EXISTS trajectories (
+    run_id           VARCHAR NOT NULL,
+    step             INTEGER NOT NULL,
+    traj_idx         INTEGER NOT NULL,     -- position in the step's batch
+    task_id          VARCHAR NOT NULL,
+    amount           INTEGER,
+    states           VARCHAR[],
+    actions          VARCHAR[],
+    behavior_logps   DOUBLE[],             -- log-probability of each action when it was sampled
+    advantages       DOUBLE[],             -- anchor-group advantage of each turn
+    reward           DOUBLE,
+    components       MAP(VARCHAR, DOUBLE), -- every reward term by name
+    success          BOOLEAN,
+    violation        BOOLEAN,
+    duplicate_effect BOOLEAN,
+    eligible         BOOLEAN,
+    vetoed           BOOLEAN,
+    updated          BOOLEAN,              -- received at least one update
+    prompt           VARCHAR,              -- LM runs only
+    completion       VARCHAR               -- LM runs only
+);
+
+-- The policy's action distribution at each sensitive state; step 0 is the starting policy.
+CREATE TABLE IF NOT EXISTS action_probs (
+    run_id VARCHAR NOT NULL,
+    step   INTEGER NOT NULL,
+    state  VARCHAR NOT NULL,
+    action VARCHAR NOT NULL,
+    prob   DOUBLE NOT NULL
+);
+
+-- Greedy held-out evaluations; step 0 is the starting policy.
+CREATE TABLE IF NOT EXISTS evals (
+    run_id    VARCHAR NOT NULL,
+    step      INTEGER NOT NULL,
+    split     VARCHAR NOT NULL,
+    task_id   VARCHAR NOT NULL,
+    actions   VARCHAR[],
+    success   BOOLEAN,
+    violation BOOLEAN
+);
+
+CREATE TABLE IF NOT EXISTS hardware (
+    run_id              VARCHAR NOT NULL,
+    ts                  TIMESTAMP NOT NULL,
+    step                INTEGER,
+    rss_bytes           BIGINT,             -- resident memory of the run's process tree
+    cpu_percent         DOUBLE,             -- of one core; 200 = two cores busy
+    gpu_allocated_bytes BIGINT,
+    gpu_reserved_bytes  BIGINT,
+    gpu_total_bytes     BIGINT,
+    sys_available_bytes BIGINT
+);
+
+CREATE TABLE IF NOT EXISTS budgets (
+    run_id    VARCHAR NOT NULL,
+    component VARCHAR NOT NULL,
+    bytes     BIGINT NOT NULL,
+    source    VARCHAR NOT NULL              -- 'estimate' or 'measured'
+);
+
+-- Ingest bookkeeping: a chunk file is taken once, in the same transaction as its rows.
+CREATE TABLE IF NOT EXISTS ingested_files (
+    path        VARCHAR PRIMARY KEY,        -- relative to the runs directory
+    table_name  VARCHAR NOT NULL,
+    run_id      VARCHAR NOT NULL,
+    rows        BIGINT NOT NULL,
+    ingested_at TIMESTAMP NOT NULL
+);
+
+-- Chunks that could not be read; retried only when the file changes.
+CREATE TABLE IF NOT EXISTS ingest_errors (
+    path      VARCHAR PRIMARY KEY,
+    size      BIGINT,
+    mtime_ns  BIGINT,
+    error     VARCHAR NOT NULL,
+    seen_at   TIMESTAMP NOT NULL
+);
