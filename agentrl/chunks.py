@@ -44,8 +44,9 @@ class ChunkWriter:
 
     def _first_free_part(self, table: str) -> int:
         # A resumed writer must never overwrite a chunk that may already be ingested.
-        existing = sorted((self.run_dir / table).glob(CHUNK_GLOB))
-        return int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
+        # Numerically: past part-99999 the names gain a digit and stop sorting as text.
+        parts = [int(p.stem.split("-")[1]) for p in (self.run_dir / table).glob(CHUNK_GLOB)]
+        return max(parts) + 1 if parts else 0
 
     def append(self, table: str, rows: list[dict] | dict) -> None:
         if self._error is not None:
@@ -70,7 +71,9 @@ class ChunkWriter:
                 parts[table] = self._next_part[table]
                 self._next_part[table] += 1
         written = []
-        for table, rows in pending.items():
+        # Steps last: a visible steps row implies the other rows of its step are visible too
+        # (a reader, or a run killed mid-flush, never sees a step without its trajectories).
+        for table, rows in sorted(pending.items(), key=lambda item: item[0] == "steps"):
             written.append(self._write(table, rows, parts[table]))
         return written
 

@@ -170,7 +170,7 @@ class Ingestor:
                 found.append((key, table, path))
         return found
 
-    def _read(self, key: str, table: str, path: Path) -> pa.Table | None:
+    def _read(self, key: str, table: str, path: Path, report: IngestReport) -> pa.Table | None:
         try:
             data = pq.read_table(path)
             expected = TABLE_SCHEMAS[table]
@@ -179,22 +179,23 @@ class Ingestor:
                 raise ValueError(f"missing columns {missing}")
             return data.select(expected.names).cast(expected)
         except Exception as error:  # any unreadable chunk is skipped, named, and remembered
-            self._record_bad(key, path, f"{type(error).__name__}: {error}")
+            self._record_bad(key, path, f"{type(error).__name__}: {error}", report)
             return None
 
-    def _record_bad(self, key: str, path: Path, reason: str) -> None:
+    def _record_bad(self, key: str, path: Path, reason: str, report: IngestReport) -> None:
         stat = path.stat()
         self._bad[key] = (stat.st_size, stat.st_mtime_ns)
         self.con.execute(
             "INSERT OR REPLACE INTO ingest_errors (path, size, mtime_ns, error, seen_at) VALUES (?, ?, ?, ?, ?)",
             [key, stat.st_size, stat.st_mtime_ns, reason, utc_now()],
         )
+        report.skipped.append((str(path), reason))
         self.log(f"ingest: skipped {path}: {reason}")
 
     def _ingest_files(self, files: list[tuple[str, str, Path]], report: IngestReport) -> None:
         for start in range(0, len(files), MAX_FILES_PER_TRANSACTION):
             batch = files[start : start + MAX_FILES_PER_TRANSACTION]
-            loaded = [(key, table, path, data) for key, table, path in batch if (data := self._read(key, table, path)) is not None]
+            loaded = [(key, table, path, data) for key, table, path in batch if (data := self._read(key, table, path, report)) is not None]
             if not loaded:
                 continue
             try:
@@ -205,13 +206,21 @@ class Ingestor:
                     try:
                         self._commit([item])
                     except duckdb.Error as error:
-                        self._record_bad(item[0], item[2], f"insert failed: {error}")
+                        if self._already_taken(item[0]):
+                            continue  # another Ingestor on this database took it first
+                        self._record_bad(item[0], item[2], f"insert failed: {error}", report)
                         continue
                     report.files += 1
                     report.rows += item[3].num_rows
                 continue
             report.files += len(loaded)
             report.rows += sum(item[3].num_rows for item in loaded)
+
+    def _already_taken(self, key: str) -> bool:
+        if self.con.execute("SELECT count(*) FROM ingested_files WHERE path = ?", [key]).fetchone()[0]:
+            self._taken.add(key)
+            return True
+        return False
 
     def _commit(self, loaded: list[tuple[str, str, Path, pa.Table]]) -> None:
         by_table: dict[str, list[pa.Table]] = {}

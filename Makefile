@@ -1,0 +1,37 @@
+# Two commands on a fresh machine:  `make run` (install, start the dashboard)  and  `make test`.
+# Both are idempotent: the virtualenv is rebuilt only when requirements change.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PORT   ?= 8501
+
+.PHONY: install run test browser bench clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, from the CPU wheel; the constraints file keeps anything else from replacing it
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt
+	touch $(STAMP)
+
+run: install
+	@echo "agentrl dashboard on http://127.0.0.1:$(PORT) (runs in $${AGENTRL_RUNS_DIR:-runs/})"
+	HF_HUB_OFFLINE=1 $(BIN)/python -m streamlit run app.py --server.port $(PORT)
+
+browser:
+	scripts/ensure-chromium.sh
+
+test: install browser
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python benchmarks/ingest_rate.py
+	$(BIN)/python benchmarks/flush_latency.py
+	$(BIN)/python benchmarks/live_latency.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

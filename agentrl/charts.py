@@ -1,0 +1,119 @@
+"""Charts: pure functions from a query's DataFrame to a plotly Figure.
+
+Query -> **chart** -> page. The only module that imports plotly; pages never build figures
+themselves. Every trace is SVG (`go.Scatter`/`go.Bar`, never WebGL: WebGL charts came out blank
+in headless browsers here).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+SUCCESS = "#2e7d32"
+VIOLATION = "#c62828"
+NEUTRAL = "#455a64"
+PALETTE = ["#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#9e9d24", "#ad1457", "#4e342e", "#37474f"]
+ACTION_ORDER = ("finish", "lookup", "request_approval", "refund")
+
+
+def _layout(fig: go.Figure, title: str, y_title: str = "", x_title: str = "step", height: int = 320) -> go.Figure:
+    bottom = 90 if len(fig.data) > 1 else 40  # room for the legend under the axis title
+    # No plotly template: Streamlit themes the chart itself, and a template costs ~35 ms a
+    # figure to validate, which the Live page would pay for seven charts every second.
+    fig.update_layout(
+        title={"text": title, "font": {"size": 15}},
+        height=height,
+        margin={"l": 50, "r": 20, "t": 40, "b": bottom},
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+        # Legends sit below the axis title, never over the chart's title.
+        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "xanchor": "left", "x": 0.0},
+    )
+    return fig
+
+
+def rate_curve(steps: pd.DataFrame, column: str, title: str, color: str) -> go.Figure:
+    """A sampled rate (0..1) per step, e.g. success_rate or violation_rate."""
+    fig = go.Figure()
+    if not steps.empty:
+        fig.add_trace(go.Scatter(x=steps["step"], y=steps[column], mode="lines+markers", name=title,
+                                 line={"color": color, "width": 2}, marker={"size": 5}))
+    fig.update_yaxes(range=[-0.02, 1.05], tickformat=".0%")
+    return _layout(fig, title, "rate of sampled rollouts")
+
+
+def success_curve(steps: pd.DataFrame) -> go.Figure:
+    return rate_curve(steps, "success_rate", "Success rate", SUCCESS)
+
+
+def violation_curve(steps: pd.DataFrame) -> go.Figure:
+    return rate_curve(steps, "violation_rate", "Violation rate", VIOLATION)
+
+
+def veto_counts(steps: pd.DataFrame) -> go.Figure:
+    """Vetoed rollouts per step, and the audit counter (vetoed trajectories that got an update)."""
+    fig = go.Figure()
+    if not steps.empty:
+        fig.add_trace(go.Bar(x=steps["step"], y=steps["vetoed"], name="vetoed rollouts", marker_color=VIOLATION))
+        fig.add_trace(go.Bar(x=steps["step"], y=steps["vetoed_updates"], name="vetoed updates (must be 0)",
+                             marker_color="#000000"))
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(rangemode="tozero")
+    return _layout(fig, "Vetoes per step", "trajectories")
+
+
+def update_counts(steps: pd.DataFrame) -> go.Figure:
+    """Applied updates and clipped (skipped) transitions per step."""
+    fig = go.Figure()
+    if not steps.empty:
+        fig.add_trace(go.Scatter(x=steps["step"], y=steps["updates"], mode="lines+markers", name="updates",
+                                 line={"color": PALETTE[0]}))
+        fig.add_trace(go.Scatter(x=steps["step"], y=steps["clipped"], mode="lines+markers", name="clipped",
+                                 line={"color": PALETTE[1]}))
+    return _layout(fig, "Updates and clipped transitions per step", "transitions")
+
+
+def reward_components(components: pd.DataFrame) -> go.Figure:
+    """Mean of each reward component per step (long form: step, component, value)."""
+    fig = go.Figure()
+    for i, (name, part) in enumerate(components.groupby("component", sort=True)):
+        fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode="lines", name=str(name),
+                                 line={"color": PALETTE[i % len(PALETTE)], "width": 2}))
+    return _layout(fig, "Mean reward components per step", "mean value")
+
+
+def _ordered(actions: pd.Series) -> list[str]:
+    known = [a for a in ACTION_ORDER if a in set(actions)]
+    return known + sorted(set(actions) - set(known))
+
+
+def action_distribution(dist: pd.DataFrame, state: str) -> go.Figure:
+    """The policy's probabilities at one state (columns: action, prob)."""
+    fig = go.Figure()
+    if not dist.empty:
+        order = _ordered(dist["action"])
+        dist = dist.set_index("action").loc[order].reset_index()
+        colors = [VIOLATION if a == "refund" and state == "known_high" else PALETTE[0] for a in dist["action"]]
+        fig.add_trace(go.Bar(x=dist["action"], y=dist["prob"], marker_color=colors,
+                             text=[f"{p:.3f}" for p in dist["prob"]], textposition="outside"))
+        step = int(dist["step"].iloc[0]) if "step" in dist else None
+        title = f"Action distribution at {state}" + (f" (step {step})" if step is not None else "")
+    else:
+        title = f"Action distribution at {state}"
+    fig.update_yaxes(range=[0, 1.1])
+    return _layout(fig, title, "probability", x_title="action")
+
+
+def memory_usage(hardware: pd.DataFrame, budget_bytes: float | None = None) -> go.Figure:
+    """Resident memory of the run's process tree over time, against a budget when one is known."""
+    fig = go.Figure()
+    if not hardware.empty:
+        fig.add_trace(go.Scatter(x=hardware["ts"], y=hardware["rss_bytes"] / 2**20, mode="lines+markers",
+                                 name="process-tree RSS", line={"color": NEUTRAL}))
+        if hardware["gpu_allocated_bytes"].notna().any():
+            fig.add_trace(go.Scatter(x=hardware["ts"], y=hardware["gpu_allocated_bytes"] / 2**20, mode="lines",
+                                     name="GPU allocated", line={"color": PALETTE[2]}))
+    if budget_bytes:
+        fig.add_hline(y=budget_bytes / 2**20, line_dash="dash", line_color=VIOLATION, annotation_text="budget")
+    return _layout(fig, "Memory", "MiB", x_title="time (UTC)")

@@ -1,0 +1,66 @@
+"""Shared fixtures of the test suite.
+
+Fixtures are grouped by the part of the package they serve; each section is delimited so that
+tests of another layer (store, launcher, UI) can add theirs without touching these.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agentrl.imitation import clone_expert
+from agentrl.policy import SoftmaxPolicy
+from agentrl.scoring import guarded_score, outcome_score
+from agentrl.tasks import EXPERT_TASKS, TRAIN_TASKS
+from agentrl.training import TrainResult, train
+
+
+@pytest.fixture
+def runs_dir(tmp_path):
+    """A runs directory that does not exist yet; tests pass it explicitly (no global data dir)."""
+    return tmp_path / "runs"
+
+
+# ---------------------------------------------------------------------------------------------
+# Training core (tests/test_policy.py ... tests/test_throughput.py, SPEC sections 1-9)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def cloned_start() -> SoftmaxPolicy:
+    """SPEC 8's starting policy: the expert cloned on the two demonstrations, no DAgger round.
+
+    Shared by the whole session and never trained: take `.copy()` (or `cloned_policy`).
+    """
+    return clone_expert(EXPERT_TASKS)
+
+
+@pytest.fixture
+def cloned_policy(cloned_start) -> SoftmaxPolicy:
+    """A private copy of the cloned starting policy, free to change."""
+    return cloned_start.copy()
+
+
+def _train_from(cloned_start: SoftmaxPolicy, scorer) -> tuple[SoftmaxPolicy, TrainResult]:
+    policy = cloned_start.copy()
+    result = train(policy, TRAIN_TASKS, scorer, random.Random(7))
+    return policy, result
+
+
+@pytest.fixture(scope="session")
+def outcome_run(cloned_start) -> tuple[SoftmaxPolicy, TrainResult]:
+    """SPEC 8's outcome-only run, trained once per session: (trained policy, TrainResult). Read only."""
+    return _train_from(cloned_start, outcome_score)
+
+
+@pytest.fixture(scope="session")
+def guarded_run(cloned_start) -> tuple[SoftmaxPolicy, TrainResult]:
+    """SPEC 8's guarded run, trained once per session: (trained policy, TrainResult). Read only."""
+    return _train_from(cloned_start, guarded_score)
+
+
+# ---------------------------------------------------------------------------------------------
+# End of the training-core section.
+# ---------------------------------------------------------------------------------------------

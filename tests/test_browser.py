@@ -1,0 +1,148 @@
+"""The real thing: `streamlit run app.py` on a free local port, driven by headless Chromium.
+
+Launch a run from the Launch page, open Live, and watch the charts draw and the step counter
+advance. A screenshot of the Live page is saved under the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+pytestmark = pytest.mark.browser
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(port: int, process: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                if response.read() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError("the dashboard did not become healthy")
+
+
+@pytest.fixture
+def dashboard(tmp_path):
+    """The dashboard as `make run` starts it, on its own runs directory and port."""
+    port = _free_port()
+    runs_dir = tmp_path / "runs"
+    env = dict(os.environ, AGENTRL_RUNS_DIR=str(runs_dir), HF_HUB_OFFLINE="1")
+    log = open(tmp_path / "streamlit.log", "wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_healthy(port, process)
+        yield f"http://127.0.0.1:{port}", runs_dir
+    finally:
+        # The dashboard and every run it launched share nothing but the runs dir: stop them all.
+        for status in runs_dir.glob("*/status.json"):
+            pid = json.loads(status.read_text()).get("pid")
+            if pid:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+@pytest.fixture
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/ensure-chromium.sh (make test does)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def _step_counter(page) -> tuple[int, int] | None:
+    text = page.locator('[data-testid="stProgress"]').first.inner_text(timeout=1000)
+    match = re.search(r"Step (\d+) of (\d+)", text)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def test_launch_a_run_and_watch_it_live(dashboard, browser, tmp_path):
+    base_url, runs_dir = dashboard
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+
+    page.goto(f"{base_url}/Launch")
+    page.get_by_role("button", name="Start run").wait_for(timeout=30_000)
+    step_delay = page.get_by_role("spinbutton", name="Step delay (s)")
+    step_delay.fill("0.5")  # 30 rounds x 0.5 s: slow enough to watch the counter move
+    step_delay.press("Tab")
+    page.get_by_role("button", name="Start run").click()
+    page.get_by_text("Started").wait_for(timeout=30_000)
+    assert len([p for p in runs_dir.iterdir() if p.is_dir()]) == 1
+
+    page.get_by_role("link", name="Watch it live").click()
+    page.wait_for_url(re.compile(r".*/Live\?run="), timeout=30_000)
+    # Plotly draws SVG: wait for a line path inside the success chart.
+    page.locator(".js-plotly-plot .scatterlayer path.js-line").first.wait_for(timeout=30_000)
+
+    # A marker in the page's JS state: a full reload would wipe it, a fragment refresh keeps it.
+    page.evaluate("window.__agentrl_marker = 42")
+    first = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and first is None:
+        first = _step_counter(page)
+        if first is None or first[0] == 0:
+            first = None
+            time.sleep(0.3)
+    assert first is not None, "the step counter never showed a step"
+    advanced = first
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline and advanced[0] <= first[0]:
+        time.sleep(0.5)
+        advanced = _step_counter(page) or advanced
+    assert advanced[0] > first[0], f"the step counter stayed at {first}"
+    assert advanced[1] == 30
+    assert page.evaluate("window.__agentrl_marker") == 42, "the Live page reloaded instead of refreshing itself"
+    charts = page.locator(".js-plotly-plot")
+    assert charts.count() >= 6
+    drawn = page.locator(".js-plotly-plot .scatterlayer path.js-line, .js-plotly-plot .barlayer path")
+    assert drawn.count() > 0
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.locator(".js-plotly-plot .scatterlayer path.js-line").first.wait_for(timeout=10_000)
+    page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
+    assert (tmp_path / "live.png").stat().st_size > 10_000

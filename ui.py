@@ -1,0 +1,105 @@
+"""The dashboard's one Streamlit helper: the cached store and launcher, the background ingest
+loop, and the page frame (title, sidebar, error handling).
+
+app.py and pages/ -> **ui** -> agentrl. The dashboard process is the store's only writer: the
+first page view opens `<runs_dir>/agentrl.duckdb`, and a daemon thread reconciles run liveness
+and ingests new chunks every half second. Pages query through `cursor()` (one DuckDB cursor
+per call, so Streamlit's script threads never share one).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import streamlit as st
+
+from agentrl.launcher import Launcher
+from agentrl.rundir import RunsDirError, default_runs_dir, ensure_writable
+from agentrl.store import BackgroundIngest, Ingestor, StoreLockedError, connect
+
+INGEST_INTERVAL_S = 0.5
+LIVE_REFRESH_S = 1.0
+
+
+@dataclass
+class Services:
+    runs_dir: Path
+    con: duckdb.DuckDBPyConnection
+    ingestor: Ingestor
+    launcher: Launcher
+    loop: BackgroundIngest
+
+
+@st.cache_resource(show_spinner=False)
+def _services(runs_dir: str) -> Services:
+    path = ensure_writable(Path(runs_dir))
+    con = connect(path, wait_s=10.0)
+    ingestor = Ingestor(con, path)
+    launcher = Launcher(path)
+
+    def tick() -> None:
+        launcher.reconcile()
+        ingestor.ingest()
+
+    tick()  # the first page shows what is already on disk
+    loop = BackgroundIngest(tick, interval=INGEST_INTERVAL_S)
+
+    def shutdown() -> None:
+        loop.stop()
+        con.close()
+
+    atexit.register(shutdown)
+    return Services(path, con, ingestor, launcher, loop)
+
+
+def services() -> Services:
+    return _services(str(default_runs_dir().resolve()))
+
+
+def cursor() -> duckdb.DuckDBPyConnection:
+    return services().con.cursor()
+
+
+def page(title: str, icon: str = ":material/explore:") -> Services | None:
+    """Set up a page; returns the services, or None after showing why the store is unavailable."""
+    st.set_page_config(page_title=f"{title} · agentrl", page_icon=icon, layout="wide")
+    try:
+        svc = services()
+    except (RunsDirError, StoreLockedError) as error:
+        st.error(f"The run store is unavailable: {error}")
+        st.stop()
+        return None
+    with st.sidebar:
+        st.caption(f"Runs directory: `{svc.runs_dir}`")
+        if svc.loop.last_error:
+            st.warning(f"Background ingest: {svc.loop.last_error}")
+        elif svc.loop.last_tick_at:
+            st.caption(f"Ingested {time.time() - svc.loop.last_tick_at:.1f}s ago")
+    return svc
+
+
+@contextlib.contextmanager
+def shown_errors(what: str):
+    """Turn any exception in a page section into a one-line message instead of a traceback."""
+    try:
+        yield
+    except Exception as error:  # the user sees what failed, never a stack trace
+        st.error(f"Could not {what}: {type(error).__name__}: {error}")
+
+
+def run_label(row) -> str:
+    return f"{row['name']} · {row['scorer']} · {row['run_id']}"
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
