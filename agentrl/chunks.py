@@ -35,6 +35,7 @@ class ChunkWriter:
         self.on_flush = on_flush  # called in the flusher thread before each periodic flush
         self._buffers: dict[str, list[dict]] = {table: [] for table in CHUNK_TABLES}
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._next_part = {table: self._first_free_part(table) for table in CHUNK_TABLES}
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -61,6 +62,11 @@ class ChunkWriter:
 
     def flush(self) -> list[Path]:
         """Write every non-empty buffer as one chunk each; returns the new files."""
+        # One flush at a time (the timer's and a full buffer's), so chunks land in order.
+        with self._flush_lock:
+            return self._flush()
+
+    def _flush(self) -> list[Path]:
         with self._lock:
             pending = {table: rows for table, rows in self._buffers.items() if rows}
             for table in pending:

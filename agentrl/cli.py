@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--name", help="override the run's name")
     train.add_argument("--step-delay", type=float, help="seconds to pause after each round, to watch a run live")
     train.add_argument("--run-id", help=argparse.SUPPRESS)  # set by the launcher, which made the folder
-    train.add_argument("--quiet", action="store_true", help="print only the final line")
+    train.add_argument("--quiet", action="store_true", help="print only the run id and the final status, not every step")
 
     ingest = sub.add_parser("ingest", help="copy pending run chunks into the DuckDB store")
     ingest.add_argument("--runs-dir", help="where runs are stored (default $AGENTRL_RUNS_DIR or runs/)")

@@ -142,10 +142,12 @@ class Launcher:
             status = run.status() or {}
             state = status.get("status")
             if state in TERMINAL_STATUSES:
+                # The process may still be ingesting after its final status: keep its handle
+                # until it has exited and been reaped.
                 with self._lock:
-                    process = self._children.pop(run.run_id, None)
-                if process is not None:
-                    process.poll()
+                    process = self._children.get(run.run_id)
+                    if process is not None and process.poll() is not None:
+                        del self._children[run.run_id]
                 continue
             live = self.liveness(run)
             if live.alive and run.stop_requested():

@@ -73,6 +73,7 @@ if (one or pair) and config is not None:
             outcome = make_config(**dict(settings, scorer="outcome", name=f"{base_name}-outcome"))
             guarded = make_config(**dict(settings, scorer="guarded", name=f"{base_name}-guarded"))
             started = list(svc.launcher.start_pair(outcome, guarded))
+        svc.ingestor.ingest()  # the new runs are in the store before the Live link is followed
 
 if started:
     st.success("Started " + ", ".join(f"`{run_id}`" for run_id in started))

@@ -10,13 +10,30 @@ svc = ui.page("Live", ":material/monitoring:")
 st.title("Live run")
 
 runs = queries.list_runs(ui.cursor())
-if runs.empty:
-    st.info("No runs yet. Start one on the Launch page.")
-    st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
+requested = st.query_params.get("run")
+if requested and requested not in set(runs["run_id"]) and not RunDir(svc.runs_dir / requested).meta_path.exists():
+    st.warning(f"There is no run `{requested}` in {svc.runs_dir}; showing the newest run instead.")
+    requested = None
+
+
+@st.fragment(run_every=ui.LIVE_REFRESH_S)
+def wait_for_run(requested: str | None) -> None:
+    """Until the run (or any run) reaches the store: a run just launched appears within a second."""
+    present = set(queries.list_runs(ui.cursor())["run_id"])
+    if (requested and requested in present) or (not requested and present):
+        st.rerun(scope="app")
+    if requested:
+        st.info(f"Waiting for run `{requested}` to reach the store…")
+    else:
+        st.info("No runs yet. Start one on the Launch page.")
+        st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
+
+
+if runs.empty or (requested and requested not in set(runs["run_id"])):
+    wait_for_run(requested)
     st.stop()
 
 run_ids = runs["run_id"].tolist()
-requested = st.query_params.get("run")
 default = requested if requested in run_ids else queries.default_live_run(ui.cursor())
 labels = {row["run_id"]: ui.run_label(row) for _, row in runs.iterrows()}
 run_id = st.selectbox("Run", run_ids, index=run_ids.index(default) if default in run_ids else 0,

@@ -102,23 +102,30 @@ def _step_counter(page) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def test_launch_a_run_and_watch_it_live(dashboard, browser, tmp_path):
+@pytest.fixture
+def page(browser, tmp_path):
+    """A browser tab that leaves a screenshot behind when its test fails."""
+    tab = browser.new_page(viewport={"width": 1400, "height": 1800})
+    yield tab
+    tab.screenshot(path=str(tmp_path / "last.png"), full_page=True)
+
+
+def test_launch_a_run_and_watch_it_live(dashboard, page, tmp_path):
     base_url, runs_dir = dashboard
-    page = browser.new_page(viewport={"width": 1400, "height": 1800})
 
     page.goto(f"{base_url}/Launch")
-    page.get_by_role("button", name="Start run").wait_for(timeout=30_000)
+    page.get_by_role("button", name="Start run").wait_for(timeout=60_000)
     step_delay = page.get_by_role("spinbutton", name="Step delay (s)")
-    step_delay.fill("0.5")  # 30 rounds x 0.5 s: slow enough to watch the counter move
+    step_delay.fill("1")  # 30 rounds x 1 s: the counter moves for 30 s, however loaded the machine
     step_delay.press("Tab")
     page.get_by_role("button", name="Start run").click()
-    page.get_by_text("Started").wait_for(timeout=30_000)
+    page.get_by_text("Started").wait_for(timeout=60_000)
     assert len([p for p in runs_dir.iterdir() if p.is_dir()]) == 1
 
     page.get_by_role("link", name="Watch it live").click()
-    page.wait_for_url(re.compile(r".*/Live\?run="), timeout=30_000)
+    page.wait_for_url(re.compile(r".*/Live\?run="), timeout=60_000)
     # Plotly draws SVG: wait for a line path inside the success chart.
-    page.locator(".js-plotly-plot .scatterlayer path.js-line").first.wait_for(timeout=30_000)
+    page.locator(".js-plotly-plot .scatterlayer path.js-line").first.wait_for(timeout=60_000)
 
     # A marker in the page's JS state: a full reload would wipe it, a fragment refresh keeps it.
     page.evaluate("window.__agentrl_marker = 42")
@@ -131,7 +138,7 @@ def test_launch_a_run_and_watch_it_live(dashboard, browser, tmp_path):
             time.sleep(0.3)
     assert first is not None, "the step counter never showed a step"
     advanced = first
-    deadline = time.monotonic() + 8
+    deadline = time.monotonic() + 10
     while time.monotonic() < deadline and advanced[0] <= first[0]:
         time.sleep(0.5)
         advanced = _step_counter(page) or advanced

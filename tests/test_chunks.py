@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from agentrl.chunks import CHUNK_GLOB, ChunkWriter, chunk_files
+from agentrl.chunks import CHUNK_GLOB, FLUSH_ROWS, ChunkWriter, chunk_files
 from agentrl.records import CHUNK_TABLES, TABLE_SCHEMAS, to_arrow
 from agentrl.rundir import utc_now
 
@@ -176,8 +176,6 @@ def test_steps_chunk_is_written_last_in_a_flush(run_dir):
 
 
 def test_a_large_buffer_is_flushed_at_once(run_dir):
-    from agentrl.chunks import FLUSH_ROWS
-
     writer = ChunkWriter(run_dir, interval=3600)
     try:
         writer.append("action_probs", [{"run_id": "r", "step": 1, "state": "s", "action": "a", "prob": 0.5}] * FLUSH_ROWS)
@@ -201,9 +199,15 @@ def test_a_failing_flusher_surfaces_on_the_next_append(run_dir):
         raise OSError("disk on fire")
 
     writer = ChunkWriter(run_dir, interval=0.05, on_flush=broken_sampler)
-    assert wait_for(lambda: writer._error is not None, timeout=5.0)
-    with pytest.raises(RuntimeError, match="disk on fire"):
-        writer.append("steps", step_row(1))
+
+    def append_fails() -> str | None:
+        try:
+            writer.append("steps", step_row(1))
+        except RuntimeError as error:
+            return str(error)
+        return None
+
+    assert "disk on fire" in (wait_for(append_fails, timeout=5.0) or "")
     with pytest.raises(RuntimeError, match="disk on fire"):
         writer.close()
 

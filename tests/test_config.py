@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from agentrl.config import (
     SCHEMA_PATH,
@@ -74,7 +75,7 @@ def test_duplicate_task_ids_are_named():
 
 
 def test_config_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         make_config().rounds = 3
 
 

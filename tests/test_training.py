@@ -271,9 +271,3 @@ def test_should_stop_ends_between_rounds(cloned_policy):
     assert result.stopped_early
     assert result.rounds_completed == 2
     assert len(result.success_rates) == 2
-
-
-def test_train_with_a_single_task(cloned_policy):
-    result = train(cloned_policy, [Task("only", 90, "recover")], guarded_score, random.Random(0), rounds=2, group_size=3)
-    assert len(result.success_rates) == 2
-    assert all(r * 3 == round(r * 3) for r in result.success_rates)
