@@ -22,7 +22,7 @@ from agentrl.launcher import Launcher
 from agentrl.rundir import RunsDirError, default_runs_dir, ensure_writable
 from agentrl.store import BackgroundIngest, Ingestor, StoreLockedError, connect
 
-INGEST_INTERVAL_S = 0.5
+INGEST_INTERVAL_S = 0.25
 LIVE_REFRESH_S = 1.0
 
 

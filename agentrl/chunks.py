@@ -36,6 +36,7 @@ class ChunkWriter:
         self._buffers: dict[str, list[dict]] = {table: [] for table in CHUNK_TABLES}
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._last_flush = time.monotonic()
         self._next_part = {table: self._first_free_part(table) for table in CHUNK_TABLES}
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -64,7 +65,18 @@ class ChunkWriter:
         """Write every non-empty buffer as one chunk each; returns the new files."""
         # One flush at a time (the timer's and a full buffer's), so chunks land in order.
         with self._flush_lock:
+            self._last_flush = time.monotonic()
             return self._flush()
+
+    def flush_soon(self, min_interval: float = 0.25) -> list[Path]:
+        """Flush now unless the last flush was under `min_interval` seconds ago.
+
+        A run calls this when a step ends: a slow run's step reaches the store at once instead
+        of waiting for the timer, and a fast run still writes at most a few files a second.
+        """
+        if time.monotonic() - self._last_flush < min_interval:
+            return []
+        return self.flush()
 
     def _flush(self) -> list[Path]:
         with self._lock:

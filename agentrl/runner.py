@@ -129,6 +129,7 @@ def run_tabular(config: RunConfig, run: RunDir, log: Callable[[str], None] = pri
                 "clipped_by_epoch": record.clipped_by_epoch, "transitions": record.transitions,
             })
             current_step[0] = step
+            writer.flush_soon()
             run.update_status(step=step)
             log(f"step {step}/{config.rounds} success {record.success_rate:.2f} violation "
                 f"{record.violation_rate:.2f} vetoed {len(record.vetoed)} updates {record.updates} "

@@ -6,7 +6,7 @@ progress text ("Step N of 30") every 50 ms. For each step it compares the moment
 showed it with the step's finish time recorded by the run (`steps.ts`, UTC, same clock).
 
 The path measured is the whole product: run process -> chunk flush (<= 1 s) -> dashboard ingest
-loop (every 0.5 s) -> Live fragment refresh (every 1 s) -> browser.
+loop (every 0.25 s) -> Live fragment refresh (every 1 s) -> browser.
 
 Usage: .venv/bin/python benchmarks/live_latency.py [--step-delay 0.5] [--rounds 30]
 """
@@ -108,7 +108,7 @@ def main() -> int:
     p95 = delays[min(len(delays) - 1, int(round(0.95 * (len(delays) - 1))))]
     print(f"step finished -> shown on the Live page (n={len(delays)} steps, step delay {args.step_delay}s)")
     print(f"  median {statistics.median(delays):.2f} s   p95 {p95:.2f} s   min {delays[0]:.2f} s   max {delays[-1]:.2f} s")
-    print("  path: chunk flush (<=1 s) + ingest loop (0.5 s) + fragment refresh (1 s) + render")
+    print("  path: chunk flush (<=1 s) + ingest loop (0.25 s) + fragment refresh (1 s) + render")
     return 0
 
 
