@@ -65,9 +65,22 @@ def cursor() -> duckdb.DuckDBPyConnection:
     return services().con.cursor()
 
 
-def page(title: str, icon: str = ":material/explore:") -> Services | None:
+@st.cache_resource(show_spinner=False)
+def _favicon():
+    """Drawn locally: a material-icon favicon would be fetched from a font CDN, and a local-first
+    dashboard makes no request off this machine."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(image)
+    draw.ellipse((4, 4, 60, 60), fill=(21, 101, 192, 255))
+    draw.line((16, 44, 28, 30, 38, 38, 50, 18), fill=(255, 255, 255, 255), width=6)
+    return image
+
+
+def page(title: str) -> Services | None:
     """Set up a page; returns the services, or None after showing why the store is unavailable."""
-    st.set_page_config(page_title=f"{title} · agentrl", page_icon=icon, layout="wide")
+    st.set_page_config(page_title=f"{title} · agentrl", page_icon=_favicon(), layout="wide")
     try:
         svc = services()
     except (RunsDirError, StoreLockedError) as error:

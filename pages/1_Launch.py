@@ -6,7 +6,7 @@ import ui
 from agentrl.config import ConfigError, load_preset, make_config, preset_names
 from agentrl.scoring import SCORERS
 
-svc = ui.page("Launch", ":material/rocket_launch:")
+svc = ui.page("Launch")
 st.title("Launch a run")
 st.caption("Configs are validated before anything starts. The tabular presets reproduce SPEC section 8.")
 

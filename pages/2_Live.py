@@ -6,7 +6,7 @@ import ui
 from agentrl import charts, queries
 from agentrl.rundir import TERMINAL_STATUSES, RunDir
 
-svc = ui.page("Live", ":material/monitoring:")
+svc = ui.page("Live")
 st.title("Live run")
 
 runs = queries.list_runs(ui.cursor())

@@ -106,6 +106,9 @@ def _step_counter(page) -> tuple[int, int] | None:
 def page(browser, tmp_path):
     """A browser tab that leaves a screenshot behind when its test fails."""
     tab = browser.new_page(viewport={"width": 1400, "height": 1800})
+    tab.external_requests = []
+    tab.on("request", lambda request: None if request.url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:"))
+           else tab.external_requests.append(request.url))
     yield tab
     tab.screenshot(path=str(tmp_path / "last.png"), full_page=True)
 
@@ -150,6 +153,8 @@ def test_launch_a_run_and_watch_it_live(dashboard, page, tmp_path):
     drawn = page.locator(".js-plotly-plot .scatterlayer path.js-line, .js-plotly-plot .barlayer path")
     assert drawn.count() > 0
     assert page.locator('[data-testid="stException"]').count() == 0
+    # Local-first: the dashboard asks nothing of any other host (no fonts, icons or telemetry).
+    assert page.external_requests == []
     page.locator(".js-plotly-plot .scatterlayer path.js-line").first.wait_for(timeout=10_000)
     page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
     assert (tmp_path / "live.png").stat().st_size > 10_000
