@@ -3,12 +3,12 @@
 Run process -> **chunks** -> **store**: starts `python -m agentrl train --preset refund-outcome
 --step-delay 0.2` as a child process (through `agentrl.cli.main`, with its ChunkWriter wrapped
 only to report its write timings at exit), while this process holds the store as the dashboard
-does and ingests every 0.5 s with `BackgroundIngest`, the dashboard's own loop. Reports
+does and ingests every 0.25 s with `BackgroundIngest`, the dashboard's own loop. Reports
   (a) the chunk write latency: each file's write + fsync + rename, and each whole flush;
   (b) the delay from a step finishing (its `steps.ts`) to its row being visible in DuckDB,
       split at the moment its chunk appeared on disk.
 
-    .venv/bin/python benchmarks/flush_latency.py [--step-delay 0.2] [--rounds 30] [--interval 0.5]
+    .venv/bin/python benchmarks/flush_latency.py [--step-delay 0.2] [--rounds 30] [--interval 0.25]
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def main() -> int:
     parser.add_argument("--preset", default="refund-outcome")
     parser.add_argument("--step-delay", type=float, default=0.2, help="seconds the run pauses after each round")
     parser.add_argument("--rounds", type=int, help="override the preset's rounds (passed as a config file)")
-    parser.add_argument("--interval", type=float, default=0.5, help="seconds between ingest ticks (the dashboard's 0.5)")
+    parser.add_argument("--interval", type=float, default=0.25, help="seconds between ingest ticks (the dashboard's 0.25)")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="agentrl-flush-bench-"))
