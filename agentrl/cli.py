@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .config import SCHEMA_PATH, ConfigError, json_schema_text, load_config_file, load_preset, preset_names
-from .rundir import RunDir, RunsDirError, create_run_dir, default_runs_dir, ensure_writable, iso, new_run_id, utc_now
+from .rundir import RunDir, RunsDirError, default_runs_dir, ensure_writable
 
 
 class UsageError(Exception):
@@ -52,6 +52,7 @@ def _runs_dir(value: str | None) -> Path:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from .launcher import create_run
     from .runner import run_tabular
     from .store import StoreLockedError, ingest_once
 
@@ -63,13 +64,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if not run.meta_path.is_file():
             raise UsageError(f"--run-id {args.run_id!r}: no run.json in {run.root}")
     else:
-        run_id = new_run_id(config.name)
-        meta = {
-            "run_id": run_id, "name": config.name, "kind": config.kind, "scorer": config.scorer,
-            "created_at": iso(utc_now()), "total_steps": config.rounds, "config": config.model_dump(mode="json"),
-        }
-        run = create_run_dir(runs_dir, run_id, meta)
-        (run.root / "config.json").write_text(config.to_json())
+        run = create_run(runs_dir, config)
     log = (lambda message: None) if args.quiet else (lambda message: print(message, flush=True))
     print(f"run {run.run_id}: {config.kind} {config.scorer}, {config.rounds} rounds -> {run.root}", flush=True)
     status = run_tabular(config, run, log=log)

@@ -59,6 +59,19 @@ def describe_exit(code: int | None) -> str:
     return f"the run process exited with code {code} without a final status"
 
 
+def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
+    """A new run's folder: run.json (who it is), config.json, and a `queued` status.json."""
+    ensure_writable(runs_dir)
+    run_id = new_run_id(config.name)
+    meta = {
+        "run_id": run_id, "name": config.name, "kind": config.kind, "scorer": config.scorer,
+        "created_at": iso(utc_now()), "total_steps": config.rounds, "config": config.model_dump(mode="json"),
+    }
+    run = create_run_dir(Path(runs_dir), run_id, meta)
+    (run.root / "config.json").write_text(config.to_json())
+    return run
+
+
 class Launcher:
     """Starts runs in one runs directory and keeps their Popen handles to learn exit codes."""
 
@@ -70,15 +83,9 @@ class Launcher:
 
     def start(self, config: RunConfig) -> str:
         """Create the run folder and start its process; returns the run id."""
-        ensure_writable(self.runs_dir)
-        run_id = new_run_id(config.name)
-        meta = {
-            "run_id": run_id, "name": config.name, "kind": config.kind, "scorer": config.scorer,
-            "created_at": iso(utc_now()), "total_steps": config.rounds, "config": config.model_dump(mode="json"),
-        }
-        run = create_run_dir(self.runs_dir, run_id, meta)
+        run = create_run(self.runs_dir, config)
+        run_id = run.run_id
         config_path = run.root / "config.json"
-        config_path.write_text(config.to_json())
         command = [
             self.python, "-m", "agentrl", "train", "--config", str(config_path),
             "--runs-dir", str(self.runs_dir.resolve()), "--run-id", run_id,

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers import wait_for
 from agentrl.chunks import CHUNK_GLOB, FLUSH_ROWS, ChunkWriter, chunk_files
 from agentrl.records import CHUNK_TABLES, TABLE_SCHEMAS, to_arrow
 from agentrl.rundir import utc_now
@@ -27,15 +28,6 @@ def run_dir(tmp_path: Path) -> Path:
     path.mkdir(parents=True)
     return path
 
-
-def wait_for(predicate, timeout: float, interval: float = 0.05):
-    """Poll `predicate` until it returns a truthy value or `timeout` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
 
 
 def step_row(step: int, run_id: str = "r") -> dict:

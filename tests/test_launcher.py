@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from helpers import wait_for
 from agentrl.config import load_preset
 from agentrl.launcher import Launcher
 from agentrl.rundir import TERMINAL_STATUSES, RunDir, create_run_dir, read_json
@@ -48,14 +49,6 @@ def no_stray_processes():
     psutil.wait_procs(alive, timeout=10)
     assert not strays, f"processes left running: {strays}"
 
-
-def wait_for(predicate, timeout: float, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
 
 
 def status_of(launcher: Launcher, run_id: str) -> dict:

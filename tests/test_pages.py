@@ -10,7 +10,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from agentrl.config import load_preset
-from agentrl.rundir import RUNS_DIR_ENV, create_run_dir, iso, new_run_id, utc_now
+from agentrl.launcher import create_run
+from agentrl.rundir import RUNS_DIR_ENV
 from agentrl.runner import run_tabular
 from agentrl.store import ingest_once
 
@@ -18,13 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _train(runs_dir: Path, preset: str) -> str:
-    config = load_preset(preset)
-    run_id = new_run_id(config.name)
-    meta = {"run_id": run_id, "name": config.name, "kind": config.kind, "scorer": config.scorer,
-            "created_at": iso(utc_now()), "total_steps": config.rounds, "config": config.model_dump(mode="json")}
-    run = create_run_dir(runs_dir, run_id, meta)
-    run_tabular(config, run, log=lambda message: None)
-    return run_id
+    run = create_run(runs_dir, load_preset(preset))
+    run_tabular(load_preset(preset), run, log=lambda message: None)
+    return run.run_id
 
 
 @pytest.fixture

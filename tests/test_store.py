@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers import wait_for
 from agentrl import queries
 from agentrl.chunks import ChunkWriter, chunk_files
 from agentrl.launcher import Launcher
@@ -51,14 +52,6 @@ def procs():
             proc.kill()
         proc.wait(timeout=10)
 
-
-def wait_for(predicate, timeout: float, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
 
 
 def make_run(runs_dir: Path, run_id: str = "20260101-000000-test-0000", steps: int = 3, status: str = "succeeded"):
