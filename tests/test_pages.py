@@ -130,3 +130,15 @@ def test_launch_starts_the_outcome_vs_guarded_pair(tmp_path, monkeypatch):
             break
         time.sleep(0.2)
     assert statuses == ["succeeded", "succeeded"]
+
+
+def test_an_unwritable_runs_dir_is_one_clear_message_on_every_page(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(RUNS_DIR_ENV, str(blocker / "runs"))
+    for path in ("app.py", "pages/1_Launch.py", "pages/2_Live.py"):
+        at = _app(path).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert [e.value for e in at.error] == [
+            f"The run store is unavailable: runs directory '{blocker / 'runs'}' cannot be written: Not a directory"
+        ]
