@@ -15,30 +15,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from local_dashboard import CHROMIUM, CHROMIUM_ARGS, run_env, running_dashboard  # noqa: E402
 
 
 def main() -> int:
@@ -50,32 +40,23 @@ def main() -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="agentrl-live-latency-"))
     runs_dir = workdir / "runs"
-    port = free_port()
-    env = dict(os.environ, AGENTRL_RUNS_DIR=str(runs_dir), HF_HUB_OFFLINE="1")
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
-                              cwd=ROOT, env=env, stdout=open(workdir / "streamlit.log", "wb"),
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    env = run_env(runs_dir)
     seen: dict[int, float] = {}
-    try:
-        for _ in range(200):
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.3)
+    with running_dashboard(runs_dir, workdir / "streamlit.log") as base_url:
         config = workdir / "config.json"
         config.write_text(json.dumps({"name": "latency", "scorer": "guarded", "rounds": args.rounds,
                                       "step_delay": args.step_delay}))
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             run = subprocess.Popen([sys.executable, "-m", "agentrl", "train", "--config", str(config),
                                     "--runs-dir", str(runs_dir), "--quiet"], cwd=ROOT, env=env,
                                    stdout=subprocess.DEVNULL)
             time.sleep(1.0)
-            page.goto(f"http://127.0.0.1:{port}/Live")
+            page.goto(f"{base_url}/Live")
             progress = page.locator('[data-testid="stProgress"]').first
             progress.wait_for(timeout=60_000)
+            end_at = None  # once the run has exited, keep watching 5 s for the last steps
             while run.poll() is None or len(seen) < args.rounds:
                 match = re.search(r"Step (\d+) of", progress.inner_text())
                 now = datetime.now(timezone.utc).replace(tzinfo=None)
@@ -83,10 +64,10 @@ def main() -> int:
                     step = int(match.group(1))
                     for s in range(1, step + 1):
                         seen.setdefault(s, now.timestamp())
-                if run.poll() is not None and time.monotonic() > getattr(main, "_end", float("inf")):
-                    break
-                if run.poll() is not None and not hasattr(main, "_end"):
-                    main._end = time.monotonic() + 5
+                if run.poll() is not None:
+                    end_at = end_at or time.monotonic() + 5
+                    if time.monotonic() > end_at:
+                        break
                 time.sleep(0.05)
             browser.close()
         finished = {}
@@ -94,9 +75,6 @@ def main() -> int:
             table = pq.read_table(chunk, columns=["step", "ts"]).to_pylist()
             for row in table:
                 finished[row["step"]] = row["ts"].replace(tzinfo=timezone.utc).timestamp()
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=10)
     # The first step shown may have finished before the page opened; count steps the page saw
     # strictly after it was already watching.
     first_seen = min(seen) if seen else None
