@@ -32,6 +32,7 @@ bench: install
 	$(BIN)/python benchmarks/ingest_rate.py
 	$(BIN)/python benchmarks/flush_latency.py
 	$(BIN)/python benchmarks/live_latency.py
+	$(BIN)/python benchmarks/page_queries.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -116,3 +116,29 @@ def format_seconds(seconds: float | None) -> str:
     minutes, secs = divmod(seconds, 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def table(df, key: str, name: str, **dataframe_kwargs):
+    """A table view with CSV and Parquet downloads of exactly what it shows."""
+    from agentrl.export import frame_to_bytes
+
+    event = st.dataframe(df, hide_index=True, key=key, **dataframe_kwargs)
+    row = st.container(horizontal=True)
+    with shown_errors("prepare the download"):
+        row.download_button("CSV", frame_to_bytes(df, "csv"), file_name=f"{name}.csv", mime="text/csv",
+                             key=f"{key}-csv", icon=":material/download:", width="content")
+        row.download_button("Parquet", frame_to_bytes(df, "parquet"), file_name=f"{name}.parquet",
+                              mime="application/octet-stream", key=f"{key}-parquet", icon=":material/download:", width="content")
+    return event
+
+
+def reviewer_name() -> str:
+    """The person making decisions in this browser session, asked once in the sidebar."""
+    import getpass
+
+    if "reviewer" not in st.session_state:
+        try:
+            st.session_state["reviewer"] = getpass.getuser()
+        except Exception:  # no user name on this system: the person types one
+            st.session_state["reviewer"] = ""
+    return st.sidebar.text_input("Reviewer", key="reviewer", help="Recorded with every review and promotion decision.")

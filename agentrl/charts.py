@@ -117,3 +117,120 @@ def memory_usage(hardware: pd.DataFrame, budget_bytes: float | None = None) -> g
     if budget_bytes:
         fig.add_hline(y=budget_bytes / 2**20, line_dash="dash", line_color=VIOLATION, annotation_text="budget")
     return _layout(fig, "Memory", "MiB", x_title="time (UTC)")
+
+
+# --- Compare: several runs on one figure, one colour per run. ----------------------------------
+
+
+def run_colors(run_ids: list[str]) -> dict[str, str]:
+    """A stable colour per run, in the order the runs were picked."""
+    return {run_id: PALETTE[i % len(PALETTE)] for i, run_id in enumerate(run_ids)}
+
+
+def rate_overlay(steps: pd.DataFrame, column: str, title: str, labels: dict[str, str]) -> go.Figure:
+    """One rate per step (e.g. success_rate) for several runs (columns: run_id, step, column)."""
+    fig = go.Figure()
+    colors = run_colors(list(labels))
+    for run_id in labels:
+        part = steps[steps["run_id"] == run_id]
+        if not part.empty:
+            fig.add_trace(go.Scatter(x=part["step"], y=part[column], mode="lines+markers", name=labels[run_id],
+                                     line={"color": colors[run_id], "width": 2}, marker={"size": 4}))
+    fig.update_yaxes(range=[-0.02, 1.05], tickformat=".0%")
+    return _layout(fig, title, "rate of sampled rollouts")
+
+
+def count_overlay(steps: pd.DataFrame, column: str, title: str, labels: dict[str, str], y_title: str = "trajectories") -> go.Figure:
+    """A per-step counter (vetoed, vetoed_updates, ...) for several runs."""
+    fig = go.Figure()
+    colors = run_colors(list(labels))
+    for run_id in labels:
+        part = steps[steps["run_id"] == run_id]
+        if not part.empty:
+            fig.add_trace(go.Scatter(x=part["step"], y=part[column], mode="lines+markers", name=labels[run_id],
+                                     line={"color": colors[run_id], "width": 2}, marker={"size": 4}))
+    fig.update_yaxes(rangemode="tozero")
+    return _layout(fig, title, y_title)
+
+
+def action_bars_by_run(dist: pd.DataFrame, state: str, step: int, labels: dict[str, str]) -> go.Figure:
+    """Grouped bars: each run's action distribution at `state` at `step` (columns: run_id, action, prob)."""
+    fig = go.Figure()
+    colors = run_colors(list(labels))
+    order = _ordered(dist["action"]) if not dist.empty else list(ACTION_ORDER)
+    for run_id in labels:
+        part = dist[dist["run_id"] == run_id].set_index("action").reindex(order)
+        if part["prob"].notna().any():
+            fig.add_trace(go.Bar(x=order, y=part["prob"], name=labels[run_id], marker_color=colors[run_id],
+                                 text=[f"{p:.3f}" for p in part["prob"].fillna(0)], textposition="outside"))
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(range=[0, 1.15])
+    return _layout(fig, f"Action distribution at {state}, step {step}", "probability", x_title="action")
+
+
+def action_difference(diff: pd.DataFrame, state: str, step: int, title_b_minus_a: str) -> go.Figure:
+    """B - A per action at `state` (columns: action, diff); positive bars are where B puts more mass."""
+    fig = go.Figure()
+    if not diff.empty:
+        order = _ordered(diff["action"])
+        diff = diff.set_index("action").loc[order].reset_index()
+        colors = [VIOLATION if v < 0 else SUCCESS for v in diff["diff"]]
+        fig.add_trace(go.Bar(x=diff["action"], y=diff["diff"], marker_color=colors,
+                             text=[f"{v:+.3f}" for v in diff["diff"]], textposition="outside"))
+    fig.update_yaxes(range=[-1.15, 1.15], zeroline=True)
+    return _layout(fig, f"Difference at {state}, step {step}: {title_b_minus_a}", "Δ probability", x_title="action")
+
+
+def action_drift_heatmap(history: pd.DataFrame, state: str, title: str) -> go.Figure:
+    """How one run's distribution at `state` drifted: steps x actions, colour = probability
+    (columns: step, action, prob)."""
+    fig = go.Figure()
+    if not history.empty:
+        order = _ordered(history["action"])
+        grid = history.pivot_table(index="action", columns="step", values="prob").reindex(order)
+        fig.add_trace(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index), zmin=0, zmax=1,
+                                 colorscale="Blues", colorbar={"title": "p", "thickness": 12}))
+    fig.update_yaxes(type="category")
+    return _layout(fig, f"{title}: drift at {state}", "action", height=260)
+
+
+def clipped_by_epoch_bars(clipped: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
+    """Clipped transitions summed over each run, per epoch (columns: run_id, epoch, clipped)."""
+    fig = go.Figure()
+    colors = run_colors(list(labels))
+    for run_id in labels:
+        part = clipped[clipped["run_id"] == run_id]
+        if not part.empty:
+            fig.add_trace(go.Bar(x=[f"epoch {e}" for e in part["epoch"]], y=part["clipped"], name=labels[run_id],
+                                 marker_color=colors[run_id], text=list(part["clipped"]), textposition="outside"))
+    fig.update_layout(barmode="group")
+    return _layout(fig, "Clipped transitions per epoch (run total)", "transitions", x_title="")
+
+
+def components_overlay(components: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
+    """Mean reward components per step for several runs: colour = run, dash = component."""
+    fig = go.Figure()
+    colors = run_colors(list(labels))
+    dashes = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
+    names = sorted(components["component"].unique()) if not components.empty else []
+    for run_id in labels:
+        part = components[components["run_id"] == run_id]
+        for j, name in enumerate(names):
+            series = part[part["component"] == name]
+            if not series.empty:
+                fig.add_trace(go.Scatter(x=series["step"], y=series["value"], mode="lines",
+                                         name=f"{labels[run_id]}: {name}",
+                                         line={"color": colors[run_id], "dash": dashes[j % len(dashes)], "width": 2}))
+    return _layout(fig, "Mean reward components per step", "mean value", height=380)
+
+
+def throughput_model(curves: dict[str, list[tuple[float, float]]], labels: dict[str, str]) -> go.Figure:
+    """SPEC section 9's modelled transitions/s against parallel environments, per run."""
+    fig = go.Figure()
+    colors = run_colors(list(labels))
+    for run_id, points in curves.items():
+        fig.add_trace(go.Scatter(x=[n for n, _ in points], y=[v for _, v in points], mode="lines+markers",
+                                 name=labels.get(run_id, run_id), line={"color": colors.get(run_id, NEUTRAL)}))
+    fig.update_xaxes(type="log")
+    return _layout(fig, "Throughput model (declared latencies, each run's own totals)", "transitions / s",
+                   x_title="parallel environments")

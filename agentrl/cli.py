@@ -1,4 +1,5 @@
-"""The command line: `python -m agentrl train | ingest | runs | presets | export-schema`.
+"""The command line: `python -m agentrl train | ingest | runs | presets | export | budget |
+build-tiny-model | export-schema`.
 
 Every error a user can cause (unknown preset, invalid values, unreadable config, unwritable runs
 directory, a held database) ends as one line on stderr and exit status 2, before anything is
@@ -41,6 +42,22 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--runs-dir", help="where runs are stored (default $AGENTRL_RUNS_DIR or runs/)")
 
     sub.add_parser("presets", help="list the built-in presets")
+
+    export = sub.add_parser("export", help="write one run's tables (steps, trajectories, reviews, ...) as files")
+    export.add_argument("run_id", help="the run to export (see `python -m agentrl runs`)")
+    export.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="file format (default parquet)")
+    export.add_argument("--out", required=True, help="folder to write into; one file per table")
+    export.add_argument("--runs-dir", help="where runs are stored (default $AGENTRL_RUNS_DIR or runs/)")
+
+    budget = sub.add_parser("budget", help="print the memory budget of a LoRA GRPO run (SPEC section 11)")
+    budget.add_argument("--model", required=True, help="a local Hugging Face model directory (its config.json is read)")
+    budget.add_argument("--rank", type=int, default=8, help="LoRA rank (default 8)")
+    budget.add_argument("--targets", default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+                        help="comma-separated adapted projections (default: all seven)")
+    budget.add_argument("--rollouts", type=int, default=8, help="sequences generated together (default 8)")
+    budget.add_argument("--tokens", type=int, default=2048, help="tokens per sequence, prompt plus completion (default 2048)")
+    budget.add_argument("--machine-gb", type=float, help="memory to plan for in GB (default: this machine's total)")
+    budget.add_argument("--bytes-per-param", type=int, default=2, help="2 for BF16 (default), 4 for FP32")
 
     schema = sub.add_parser("export-schema", help="write schemas/run_config.schema.json from RunConfig")
     schema.add_argument("--check", action="store_true", help="exit 1 if the file on disk differs")
@@ -117,6 +134,44 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import ExportError, export_run
+    from .store import connect
+
+    runs_dir = _runs_dir(args.runs_dir)
+    if not (runs_dir / "agentrl.duckdb").is_file():
+        raise UsageError(f"no store in {runs_dir}; run `python -m agentrl ingest --runs-dir {runs_dir}` first")
+    con = connect(runs_dir)
+    try:
+        paths = export_run(con, args.run_id, args.out, args.format)
+    except ExportError as error:
+        raise UsageError(str(error)) from None
+    finally:
+        con.close()
+    for path in paths:
+        print(path)
+    return 0
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    import psutil
+
+    from .budget import GB, BudgetError, ModelShape, estimate_budget
+
+    try:
+        shape = ModelShape.from_config_dir(args.model)
+        machine = args.machine_gb * GB if args.machine_gb else psutil.virtual_memory().total
+        budget = estimate_budget(shape, args.rank, [t.strip() for t in args.targets.split(",") if t.strip()],
+                                 args.rollouts, args.tokens, machine, bytes_per_param=args.bytes_per_param)
+    except BudgetError as error:
+        raise UsageError(str(error)) from None
+    print(budget.table_text())
+    if not budget.fits:
+        print(f"error: {budget.refusal()}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_export_schema(args: argparse.Namespace) -> int:
     text = json_schema_text()
     if args.check:
@@ -132,7 +187,7 @@ def cmd_export_schema(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "train": cmd_train, "ingest": cmd_ingest, "runs": cmd_runs,
-    "presets": cmd_presets, "export-schema": cmd_export_schema,
+    "presets": cmd_presets, "export": cmd_export, "budget": cmd_budget, "export-schema": cmd_export_schema,
 }
 
 

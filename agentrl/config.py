@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .gym import STATES
 from .scoring import SCORERS
@@ -44,6 +44,26 @@ class TaskSpec(BaseModel):
         return value
 
 
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+class LMSettings(BaseModel):
+    """Settings of the language-model engine (kind 'trl'); ignored by the other engines."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = Field(default=None, description="Local Hugging Face causal-LM directory with its tokenizer; empty: the built-in tiny model.")
+    lora_rank: int = Field(default=8, ge=1, le=1024, description="LoRA rank r of the adapter.")
+    lora_alpha: int = Field(default=16, ge=1, le=4096, description="LoRA alpha (scale = alpha / r).")
+    lora_targets: list[str] = Field(default_factory=lambda: list(LORA_TARGETS), min_length=1, description="Projection modules that get an adapter, in every layer.")
+    tasks_per_step: int = Field(default=2, ge=1, le=1024, description="Prompts (tasks) per optimiser step; each is sampled group_size times.")
+    max_completion_length: int = Field(default=96, ge=8, le=32_768, description="Token limit of one rollout's completion (all turns).")
+    max_tool_calls: int = Field(default=6, ge=1, le=100, description="Tool-calling turns allowed in one rollout.")
+    temperature: float = Field(default=1.0, gt=0, le=10, description="Sampling temperature of rollouts.")
+    beta: float = Field(default=0.0, ge=0, le=10, description="KL coefficient against the base model (adapter disabled); 0 turns the KL term off.")
+    machine_memory_gb: float | None = Field(default=None, gt=0, le=100_000, description="Memory the budget may assume; empty: this machine's total memory.")
+
+
 def _tasks(tasks) -> list[TaskSpec]:
     return [TaskSpec(task_id=t.task_id, amount=t.amount, start_state=t.start_state) for t in tasks]
 
@@ -55,8 +75,8 @@ class RunConfig(BaseModel):
 
     schema_version: Literal[1] = Field(default=CONFIG_SCHEMA_VERSION, description="Version of this config format.")
     name: str = Field(default="refund", min_length=1, max_length=80, description="Human name of the run; the run id is derived from it.")
-    kind: Literal["tabular"] = Field(default="tabular", description="Training engine: 'tabular' (the SPEC policy, seconds on a CPU).")
-    scorer: str = Field(default="outcome", description="Reward: 'outcome' (success only) or 'guarded' (penalties plus a veto on violations).")
+    kind: Literal["tabular", "trl", "coding"] = Field(default="tabular", description="Engine: 'tabular' (the SPEC policy, seconds on a CPU), 'trl' (TRL GRPO with a LoRA adapter on a language model), 'coding' (score coding attempts with the sandboxed test runner).")
+    scorer: str = Field(default="outcome", description="Reward: 'outcome' (success only) or 'guarded' (penalties plus a veto on violations); 'tests' for kind 'coding'.")
     rounds: int = Field(default=30, gt=0, le=100_000, description="Training rounds (one optimiser step of the dashboard each).")
     group_size: int = Field(default=8, ge=2, le=4096, description="Sampled rollouts per task per round; advantages need at least 2.")
     lr: float = Field(default=0.04, gt=0, le=100, description="Policy-gradient step size.")
@@ -73,13 +93,23 @@ class RunConfig(BaseModel):
     tasks: list[TaskSpec] = Field(default_factory=lambda: _tasks(TRAIN_TASKS), min_length=1, description="Training tasks, sampled in this order every round.")
     eval_tasks: list[TaskSpec] = Field(default_factory=lambda: _tasks(EVAL_TASKS), min_length=1, description="Held-out tasks for greedy evaluation.")
     expert_tasks: list[TaskSpec] = Field(default_factory=lambda: _tasks(EXPERT_TASKS), min_length=1, description="Tasks the expert demonstrates for behaviour cloning.")
+    lm: LMSettings = Field(default_factory=LMSettings, description="Language-model engine settings (kind 'trl' only).")
+    workers: int | None = Field(default=None, ge=1, le=256, description="Parallel sandboxed test runs (kind 'coding'); empty: one per CPU core.")
 
     @field_validator("scorer")
     @classmethod
     def _known_scorer(cls, value: str) -> str:
-        if value not in SCORERS:
-            raise ValueError(f"unknown scorer {value!r}; use one of {sorted(SCORERS)}")
+        if value not in SCORERS and value != "tests":
+            raise ValueError(f"unknown scorer {value!r}; use one of {sorted(SCORERS) + ['tests']}")
         return value
+
+    @model_validator(mode="after")
+    def _scorer_fits_kind(self) -> "RunConfig":
+        if self.kind == "coding" and self.scorer != "tests":
+            raise ValueError(f"kind 'coding' is scored by 'tests', not {self.scorer!r}; set scorer to 'tests'")
+        if self.kind != "coding" and self.scorer == "tests":
+            raise ValueError(f"scorer 'tests' needs kind 'coding' (got kind {self.kind!r}); use 'outcome' or 'guarded'")
+        return self
 
     @field_validator("sensitive_states")
     @classmethod

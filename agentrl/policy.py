@@ -72,3 +72,17 @@ class SoftmaxPolicy:
         """state -> {action: probability} for `states` (default: every state seen so far)."""
         names = list(self.logits) if states is None else list(states)
         return {state: dict(zip(self.actions, self.probabilities(state))) for state in names}
+
+    def to_dict(self) -> dict:
+        """The whole policy as plain JSON data: its actions and every logit row."""
+        return {"actions": list(self.actions), "logits": {state: list(row) for state, row in self.logits.items()}}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SoftmaxPolicy":
+        """The inverse of `to_dict`; rows must have one logit per action."""
+        policy = cls(data["actions"])
+        for state, row in data["logits"].items():
+            if len(row) != len(policy.actions):
+                raise ValueError(f"state {state!r} has {len(row)} logits for {len(policy.actions)} actions")
+            policy.logits[state] = [float(v) for v in row]
+        return policy

@@ -55,6 +55,7 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
             ("updated", pa.bool_()),
             ("prompt", pa.string()),
             ("completion", pa.string()),
+            ("verifier_reason", pa.string()),
         ]
     ),
     "action_probs": pa.schema(
@@ -75,6 +76,26 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
             ("actions", pa.list_(pa.string())),
             ("success", pa.bool_()),
             ("violation", pa.bool_()),
+        ]
+    ),
+    # The imitation ladder (SPEC section 5): the cloned policy's table over every state, and
+    # after a DAgger round the refitted table and the labels it added.
+    "imitation_policy": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("stage", pa.string()),
+            ("state", pa.string()),
+            ("action", pa.string()),
+            ("prob", pa.float64()),
+        ]
+    ),
+    "imitation_labels": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("stage", pa.string()),
+            ("idx", pa.int32()),
+            ("state", pa.string()),
+            ("action", pa.string()),
         ]
     ),
     "hardware": pa.schema(

@@ -7,6 +7,7 @@ database while it trains.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -17,10 +18,11 @@ import psutil
 
 from .chunks import ChunkWriter
 from .config import RunConfig
-from .gym import Task
+from .gym import STATES, Task
 from .hardware import ProcessTreeSampler
 from .imitation import clone_expert, dagger_round, demonstrations, evaluate
-from .rundir import RunDir, iso, utc_now
+from .policy import SoftmaxPolicy
+from .rundir import RunDir, iso, utc_now, write_json_atomic
 from .scoring import get_scorer
 from .training import RoundRecord, train
 
@@ -47,6 +49,39 @@ class _StopFlag:
         signal.signal(signal.SIGINT, handler)
 
 
+POLICY_FILE = "policy.json"
+
+
+def save_policy(run: RunDir, policy: SoftmaxPolicy) -> None:
+    """The final policy, beside the run's chunks: promotion bundles and exploit probes load it."""
+    write_json_atomic(run.root / POLICY_FILE, policy.to_dict())
+
+
+def load_policy(run_root) -> SoftmaxPolicy:
+    from pathlib import Path
+
+    return SoftmaxPolicy.from_dict(json.loads((Path(run_root) / POLICY_FILE).read_text()))
+
+
+def record_ladder(writer: ChunkWriter, run_id: str, stage: str, policy: SoftmaxPolicy, eval_tasks: list[Task],
+                  max_steps: int, labels: list[tuple[str, str]] = ()) -> None:
+    """One rung of the imitation ladder: the policy over every state (including never-visited
+    ones, which stay uniform), its held-out result, and the labels that produced it."""
+    writer.append("imitation_policy", [
+        {"run_id": run_id, "stage": stage, "state": state, "action": action, "prob": prob}
+        for state, dist in policy.table(STATES).items() for action, prob in dist.items()
+    ])
+    writer.append("imitation_labels", [
+        {"run_id": run_id, "stage": stage, "idx": i, "state": state, "action": action}
+        for i, (state, action) in enumerate(labels)
+    ])
+    writer.append("evals", [
+        {"run_id": run_id, "step": 0, "split": f"ladder:{stage}", "task_id": r.task_id,
+         "actions": r.actions, "success": r.success, "violation": r.violation}
+        for r in evaluate(policy, eval_tasks, max_steps=max_steps)
+    ])
+
+
 def run_tabular(config: RunConfig, run: RunDir, log: Callable[[str], None] = print) -> str:
     """Train `config` into `run`'s folder; returns the final status."""
     run_id = run.run_id
@@ -69,11 +104,13 @@ def run_tabular(config: RunConfig, run: RunDir, log: Callable[[str], None] = pri
         tasks, eval_tasks, expert_tasks = _tasks(config.tasks), _tasks(config.eval_tasks), _tasks(config.expert_tasks)
         scorer = get_scorer(config.scorer)
         policy = clone_expert(expert_tasks, epochs=config.clone_epochs, lr=config.clone_lr)
+        record_ladder(writer, run_id, "cloned", policy, eval_tasks, config.max_steps)
         if config.dagger:
             # Label where the cloned policy has never been: tasks that do not start at `start`.
             label_tasks = [t for t in tasks if t.start_state != "start"] or tasks
             dagger = dagger_round(policy, demonstrations(expert_tasks), label_tasks, config.clone_epochs, config.clone_lr)
             policy = dagger.policy
+            record_ladder(writer, run_id, "dagger", policy, eval_tasks, config.max_steps, dagger.labels)
             log(f"dagger: {len(dagger.labels)} new labels {dagger.labels}")
 
         def record_policy(step: int) -> None:
@@ -146,6 +183,7 @@ def run_tabular(config: RunConfig, run: RunDir, log: Callable[[str], None] = pri
             max_steps=config.max_steps, on_round=on_round, should_stop=stop,
         )
         record_eval(result.rounds_completed)
+        save_policy(run, policy)
         log(f"totals: transitions {result.transitions} updates {result.updates} clipped by epoch "
             f"{result.clipped_by_epoch} vetoed rollouts {result.vetoed_rollouts} vetoed updates {result.vetoed_updates}")
         status = "cancelled" if result.stopped_early else "succeeded"

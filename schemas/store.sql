@@ -57,8 +57,11 @@ CREATE TABLE IF NOT EXISTS trajectories (
     vetoed           BOOLEAN,
     updated          BOOLEAN,              -- received at least one update
     prompt           VARCHAR,              -- LM runs only
-    completion       VARCHAR               -- LM runs only
+    completion       VARCHAR,              -- LM runs only
+    verifier_reason  VARCHAR               -- why the verifier scored it so (coding runs: the sandbox)
 );
+-- Stores made before the column existed get it here (idempotent).
+ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS verifier_reason VARCHAR;
 
 -- The policy's action distribution at each sensitive state; step 0 is the starting policy.
 CREATE TABLE IF NOT EXISTS action_probs (
@@ -78,6 +81,24 @@ CREATE TABLE IF NOT EXISTS evals (
     actions   VARCHAR[],
     success   BOOLEAN,
     violation BOOLEAN
+);
+
+-- The imitation ladder: the cloned policy over every state (stage 'cloned'), and after a DAgger
+-- round the refitted one (stage 'dagger') with the labels that round added.
+CREATE TABLE IF NOT EXISTS imitation_policy (
+    run_id VARCHAR NOT NULL,
+    stage  VARCHAR NOT NULL,
+    state  VARCHAR NOT NULL,
+    action VARCHAR NOT NULL,
+    prob   DOUBLE NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS imitation_labels (
+    run_id VARCHAR NOT NULL,
+    stage  VARCHAR NOT NULL,
+    idx    INTEGER NOT NULL,
+    state  VARCHAR NOT NULL,
+    action VARCHAR NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS hardware (
@@ -115,4 +136,52 @@ CREATE TABLE IF NOT EXISTS ingest_errors (
     mtime_ns  BIGINT,
     error     VARCHAR NOT NULL,
     seen_at   TIMESTAMP NOT NULL
+);
+
+-- Human decisions, written by the dashboard only. Append-only: a decision is never updated in
+-- place; the latest row of a trajectory is its current verdict, and every earlier one stays.
+CREATE SEQUENCE IF NOT EXISTS review_ids;
+CREATE TABLE IF NOT EXISTS reviews (
+    review_id   BIGINT PRIMARY KEY DEFAULT nextval('review_ids'),
+    run_id      VARCHAR NOT NULL,
+    step        INTEGER NOT NULL,
+    traj_idx    INTEGER NOT NULL,
+    verdict     VARCHAR NOT NULL CHECK (verdict IN ('approve', 'reject')),
+    note        VARCHAR,
+    reviewer    VARCHAR NOT NULL,
+    reviewed_at TIMESTAMP NOT NULL            -- UTC
+);
+
+-- Exploit fixtures: trajectories a reviewer marked as exploits that must never teach. A copy of
+-- the episode (task and actions), so a fixture outlives the run it came from; every run's scorer
+-- is checked against all of them.
+CREATE SEQUENCE IF NOT EXISTS fixture_ids;
+CREATE TABLE IF NOT EXISTS fixtures (
+    fixture_id    BIGINT PRIMARY KEY DEFAULT nextval('fixture_ids'),
+    source_run_id VARCHAR NOT NULL,
+    step          INTEGER NOT NULL,
+    traj_idx      INTEGER NOT NULL,
+    task_id       VARCHAR NOT NULL,
+    amount        INTEGER NOT NULL,
+    start_state   VARCHAR NOT NULL,
+    actions       VARCHAR[] NOT NULL,
+    note          VARCHAR NOT NULL,
+    created_by    VARCHAR NOT NULL,
+    created_at    TIMESTAMP NOT NULL
+);
+
+-- Promotion decisions: 'promote' (with the bundle it wrote) or 'rollback'. Append-only.
+CREATE SEQUENCE IF NOT EXISTS promotion_ids;
+CREATE TABLE IF NOT EXISTS promotions (
+    promotion_id    BIGINT PRIMARY KEY DEFAULT nextval('promotion_ids'),
+    run_id          VARCHAR NOT NULL,
+    decision        VARCHAR NOT NULL CHECK (decision IN ('promote', 'rollback')),
+    decided_by      VARCHAR NOT NULL,
+    decided_at      TIMESTAMP NOT NULL,      -- UTC
+    gate_passed     BOOLEAN,
+    override_reason VARCHAR,                 -- required when a failing gate is promoted anyway
+    reason          VARCHAR,                 -- required for a rollback
+    bundle_path     VARCHAR,
+    content_hash    VARCHAR,
+    checks          JSON                     -- every gate check with its figure, as decided on
 );

@@ -64,3 +64,50 @@ def guarded_run(cloned_start) -> tuple[SoftmaxPolicy, TrainResult]:
 # ---------------------------------------------------------------------------------------------
 # End of the training-core section.
 # ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# Store, review and gate (tests/test_review.py, test_gate.py, test_compare_queries.py, pages)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def _trained_pair_template(tmp_path_factory):
+    """The two preset runs trained and ingested once per session (a template; never modified)."""
+    from agentrl.config import load_preset
+    from agentrl.launcher import create_run
+    from agentrl.runner import run_tabular
+    from agentrl.store import ingest_once
+
+    runs_dir = tmp_path_factory.mktemp("pair") / "runs"
+    runs_dir.mkdir()
+    ids = {}
+    for preset in ("refund-outcome", "refund-guarded"):
+        config = load_preset(preset)
+        run = create_run(runs_dir, config)
+        run_tabular(config, run, log=lambda message: None)
+        ids[config.scorer] = run.run_id
+    ingest_once(runs_dir)
+    return runs_dir, ids
+
+
+@pytest.fixture
+def trained_pair(_trained_pair_template, tmp_path):
+    """A private copy of the trained preset pair: (runs_dir, {'outcome': run_id, 'guarded': run_id})."""
+    import shutil
+
+    template, ids = _trained_pair_template
+    runs_dir = tmp_path / "runs"
+    shutil.copytree(template, runs_dir)
+    return runs_dir, dict(ids)
+
+
+@pytest.fixture
+def pair_store(trained_pair):
+    """(connection to the copied store, runs_dir, ids); closed after the test."""
+    from agentrl.store import connect
+
+    runs_dir, ids = trained_pair
+    con = connect(runs_dir)
+    yield con, runs_dir, ids
+    con.close()

@@ -205,3 +205,68 @@ def test_presets_lists_both_presets():
 def test_export_schema_check_passes_on_the_committed_schema():
     result = agentrl("export-schema", "--check")
     assert result.returncode == 0, result.stderr
+
+
+# --- export and budget ------------------------------------------------------------------------
+
+
+def test_export_writes_a_run_as_parquet_and_csv_with_its_reviews(trained_pair, tmp_path):
+    import pandas as pd
+
+    from agentrl import review
+    from agentrl.store import connect
+
+    runs_dir, ids = trained_pair
+    con = connect(runs_dir)
+    top = queries.find_trajectories(con, ids["guarded"], limit=1).iloc[0]
+    review.record_review(con, ids["guarded"], top.step, top.traj_idx, "approve", "alice")
+    con.close()
+    for fmt in ("parquet", "csv"):
+        out = tmp_path / fmt
+        result = ok(agentrl("export", ids["guarded"], "--format", fmt, "--out", out, "--runs-dir", runs_dir))
+        names = {Path(line).name for line in result.stdout.split()}
+        assert {f"steps.{fmt}", f"trajectories.{fmt}", f"reviews.{fmt}"} <= names
+        read = pd.read_parquet if fmt == "parquet" else pd.read_csv
+        assert len(read(out / f"steps.{fmt}")) == 30
+        assert len(read(out / f"trajectories.{fmt}")) == 30 * 4 * 8
+        assert read(out / f"reviews.{fmt}")["reviewer"].tolist() == ["alice"]
+
+
+def test_export_of_an_unknown_run_is_one_error_line_and_writes_nothing(trained_pair, tmp_path):
+    runs_dir, _ = trained_pair
+    result = agentrl("export", "no-such-run", "--out", tmp_path / "out", "--runs-dir", runs_dir)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["error: unknown run id 'no-such-run'; pick one listed by `python -m agentrl runs` or the dashboard"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_budget_prints_the_spec_worked_example(tmp_path):
+    model = tmp_path / "qwen3-1.7b"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "model_type": "qwen3", "num_hidden_layers": 28, "hidden_size": 2048, "num_attention_heads": 16,
+        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 6144, "vocab_size": 151936,
+        "tie_word_embeddings": True,
+    }))
+    result = ok(agentrl("budget", "--model", model, "--rank", 16, "--rollouts", 8, "--tokens", 2048, "--machine-gb", 16))
+    lines = dict(line.rsplit(None, 2)[0:1] + [line.rsplit(None, 2)[1]] for line in result.stdout.splitlines()[:7])
+    assert lines == {"weights": "3.4", "adapter + gradients + optimiser": "0.3", "KV cache": "1.9",
+                     "activations and logits": "1.2", "sandbox": "1.0", "OS reserve": "2.0", "free": "6.2"}
+
+
+def test_budget_that_does_not_fit_exits_1_naming_what_to_change(tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "num_hidden_layers": 28, "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 8,
+        "head_dim": 128, "intermediate_size": 6144, "vocab_size": 151936, "tie_word_embeddings": True,
+    }))
+    result = agentrl("budget", "--model", model, "--machine-gb", 8)
+    assert result.returncode == 1
+    assert "does not fit" in result.stderr and "use a smaller model" in result.stderr
+
+
+def test_budget_of_a_missing_model_dir_is_one_error_line(tmp_path):
+    result = agentrl("budget", "--model", tmp_path / "absent")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")

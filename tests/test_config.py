@@ -65,7 +65,7 @@ def test_invalid_value_is_a_one_line_config_error_naming_the_field(field, values
 
 
 def test_unknown_scorer_message_lists_the_choices():
-    with pytest.raises(ConfigError, match=r"unknown scorer 'vibes'.*\['guarded', 'outcome'\]"):
+    with pytest.raises(ConfigError, match=r"unknown scorer 'vibes'.*\['guarded', 'outcome', 'tests'\]"):
         make_config(scorer="vibes")
 
 

@@ -142,3 +142,160 @@ def test_an_unwritable_runs_dir_is_one_clear_message_on_every_page(tmp_path, mon
         assert [e.value for e in at.error] == [
             f"The run store is unavailable: runs directory '{blocker / 'runs'}' cannot be written: Not a directory"
         ]
+
+
+# --- Compare and Review -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def pair_app_env(trained_pair, monkeypatch):
+    runs_dir, ids = trained_pair
+    monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
+    return runs_dir, ids
+
+
+def _array(value) -> list:
+    """A plotly JSON array: a list, or typed binary ({'dtype', 'bdata'}) as plotly writes numpy data."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(value, dict) and "bdata" in value:
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).tolist()
+    return list(value or [])
+
+
+def _figures(at: AppTest) -> list[dict]:
+    """Every plotly figure on the page: its title and each trace's name, x and y as lists."""
+    figures = []
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        figures.append({
+            "layout": {"title": {"text": spec["layout"].get("title", {}).get("text", "")}},
+            "data": [{"name": t.get("name"), "x": _array(t.get("x")), "y": _array(t.get("y"))} for t in spec["data"]],
+        })
+    return figures
+
+
+def _no_failures(at: AppTest) -> None:
+    """No exception and no section that could not be drawn (a failing gate is an expected error box)."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [e.value for e in at.error if e.value.startswith("Could not")]
+
+
+def _gate_table(at: AppTest):
+    (table,) = [d.value for d in at.dataframe if list(d.value.columns) == ["check", "result", "figure", "detail"]]
+    return table
+
+
+def _store(runs_dir):
+    """A read connection on the store the app holds: the app's own cached connection."""
+    import ui
+
+    return ui._services(str(runs_dir.resolve())).con.cursor()
+
+
+def test_compare_defaults_to_the_pair_and_shows_the_known_high_difference(pair_app_env):
+    runs_dir, ids = pair_app_env
+    at = _app("pages/3_Compare.py").run()
+    _no_errors(at)
+    assert at.multiselect[0].value == [ids["outcome"], ids["guarded"]]
+    figures = _figures(at)
+    titles = [f["layout"]["title"]["text"] for f in figures]
+    (diff,) = [f for f, t in zip(figures, titles) if t.startswith("Difference at known_high, step 30")]
+    by_action = dict(zip(diff["data"][0]["x"], map(float, diff["data"][0]["y"])))
+    assert by_action["refund"] == pytest.approx(0.009 - 0.966, abs=1e-3)  # guarded − outcome
+    (bars,) = [f for f, t in zip(figures, titles) if t.startswith("Action distribution at known_high")]
+    refund = {trace["name"]: float(dict(zip(trace["x"], trace["y"]))["refund"]) for trace in bars["data"]}
+    assert refund == {"refund-outcome (outcome)": pytest.approx(0.966, abs=5e-4),
+                      "refund-guarded (guarded)": pytest.approx(0.009, abs=5e-4)}
+    assert sum(t.endswith("drift at known_high") for t in titles) == 2
+    assert {"Success rate", "Violation rate", "Vetoed rollouts per step", "Clipped transitions per epoch (run total)",
+            "Mean reward components per step"} <= set(titles)
+
+
+def test_compare_step_slider_moves_the_bars_to_the_cloned_start(pair_app_env):
+    at = _app("pages/3_Compare.py").run()
+    at.slider[0].set_value(0).run()
+    _no_errors(at)
+    (diff,) = [f for f in _figures(at) if f["layout"]["title"]["text"].startswith("Difference at known_high, step 0")]
+    assert all(abs(float(v)) < 1e-12 for v in diff["data"][0]["y"])  # both runs start from the same cloned policy
+
+
+def test_compare_held_out_table_puts_both_runs_side_by_side(pair_app_env):
+    at = _app("pages/3_Compare.py").run()
+    table = at.dataframe[0].value
+    assert list(table["task_id"]) == ["eval-high", "eval-low", "eval-recover-high", "eval-recover-low"]
+    row = table.set_index("task_id").loc["eval-high"]
+    assert row["refund-outcome (outcome): actions"] == "lookup, refund, finish"
+    assert row["refund-guarded (guarded): actions"] == "lookup, request_approval, refund, finish"
+
+
+def test_review_approve_appends_a_review(pair_app_env):
+    runs_dir, ids = pair_app_env
+    at = _app("pages/4_Review.py")
+    at.query_params["run"] = ids["guarded"]
+    at.run()
+    _no_failures(at)
+    opened = at.selectbox(key="open-trajectory").value
+    at.button(key=f"approve-{opened}").click().run()
+    _no_failures(at)
+    step, idx = map(int, opened.split("/"))
+    assert queries_review_history(runs_dir, ids["guarded"], step, idx) == [("approve", at.sidebar.text_input(key="reviewer").value)]
+
+
+def queries_review_history(runs_dir, run_id, step, idx):
+    from agentrl import queries
+
+    history = queries.review_history(_store(runs_dir), run_id, step, idx)
+    return list(zip(history["verdict"], history["reviewer"]))
+
+
+def test_review_reject_without_a_note_is_refused_with_a_message(pair_app_env):
+    runs_dir, ids = pair_app_env
+    at = _app("pages/4_Review.py")
+    at.query_params["run"] = ids["guarded"]
+    at.run()
+    opened = at.selectbox(key="open-trajectory").value
+    at.button(key=f"reject-{opened}").click().run()
+    assert not at.exception
+    assert any("reject needs a note" in e.value for e in at.error)
+    step, idx = map(int, opened.split("/"))
+    assert queries_review_history(runs_dir, ids["guarded"], step, idx) == []
+    at.text_area(key=f"note-{ids['guarded']}-{opened}").input("approves without asking").run()
+    at.button(key=f"reject-{opened}").click().run()
+    assert queries_review_history(runs_dir, ids["guarded"], step, idx)[0][0] == "reject"
+
+
+def test_review_gate_outcome_fails_and_promote_without_reason_is_refused(pair_app_env):
+    runs_dir, ids = pair_app_env
+    at = _app("pages/4_Review.py")
+    at.query_params["run"] = ids["outcome"]
+    at.run()
+    gate_table = _gate_table(at)
+    row = gate_table.set_index("check").loc["zero held-out violations"]
+    assert (row["result"], row["figure"]) == ("FAIL", "2 of 4 tasks violate")
+    at.button(key="promote").click().run()
+    assert any("gate fails" in e.value for e in at.error)
+    from agentrl import queries
+
+    assert queries.promotions(_store(runs_dir), ids["outcome"]).empty
+
+
+def test_review_guarded_gate_passes_after_approving_top_k_and_promotes(pair_app_env):
+    from agentrl import gate, queries, review
+
+    runs_dir, ids = pair_app_env
+    at = _app("pages/4_Review.py")
+    at.query_params["run"] = ids["guarded"]
+    at.run()
+    con = _store(runs_dir)
+    for row in queries.top_trajectories(con, ids["guarded"], 5, 3).itertuples():
+        review.record_review(con, ids["guarded"], row.step, row.traj_idx, "approve", "alice")
+    at.run()
+    assert all(_gate_table(at)["result"] == "pass")
+    at.button(key="promote").click().run()
+    _no_failures(at)
+    record = queries.promotions(_store(runs_dir), ids["guarded"])
+    assert record["decision"].tolist() == ["promote"]
+    assert (runs_dir / ids["guarded"] / gate.BUNDLE_DIR / "manifest.json").is_file()

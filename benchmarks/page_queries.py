@@ -1,0 +1,165 @@
+"""How fast the Compare and Review pages' queries answer on a big store: 1M trajectory rows.
+
+Store -> **queries** -> page: fills a throwaway DuckDB store (built by DuckDB's own SQL, so the
+fill takes seconds) with two runs, an outcome and a guarded one, of `--steps` steps x
+`--per-step` trajectories each (default 2 x 2,500 x 200 = 1,000,000 rows, with the list and map
+columns a real run writes), their steps, action distributions and evaluations, and a few hundred
+reviews; then times every query the two pages make, each the median of `--repeat` runs after one
+warm-up, and the whole promotion-gate evaluation. The budget is 300 ms per query.
+
+    .venv/bin/python benchmarks/page_queries.py [--steps 2500] [--per-step 200] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agentrl import gate, queries  # noqa: E402
+from agentrl.store import connect  # noqa: E402
+
+BUDGET_MS = 300.0
+RUNS = {"bench-outcome": "outcome", "bench-guarded": "guarded"}
+
+
+def fill(con, steps: int, per_step: int) -> None:
+    for run_id, scorer in RUNS.items():
+        con.execute(
+            """
+            INSERT INTO runs (run_id, name, kind, scorer, status, config, created_at, total_steps)
+            VALUES (?, ?, 'tabular', ?, 'succeeded', '{"max_steps": 7}', now()::TIMESTAMP, ?)
+            """,
+            [run_id, run_id, scorer, steps],
+        )
+        con.execute(
+            """
+            INSERT INTO trajectories BY NAME
+            SELECT ? AS run_id, s AS step, i AS traj_idx,
+                   ['train-low', 'train-high', 'recover-low', 'recover-high'][1 + (i % 4)] AS task_id,
+                   [20, 80, 30, 90][1 + (i % 4)] AS amount,
+                   ['start', 'known_high', 'approved', 'refunded'] AS states,
+                   CASE WHEN hash(s, i) % 10 = 0 THEN ['lookup', 'refund', 'finish']
+                        ELSE ['lookup', 'request_approval', 'refund', 'finish'] END AS actions,
+                   [-0.1, -0.2, -0.05, -0.01] AS behavior_logps,
+                   [0.3, 0.3, 0.3, 0.3] AS advantages,
+                   (hash(s, i) % 1000) / 1000.0 AS reward,
+                   MAP {'outcome': 1.0, 'step_cost': -0.2, 'violation_penalty': CASE WHEN hash(s, i) % 10 = 0 THEN -2.0 ELSE 0.0 END} AS components,
+                   true AS success, hash(s, i) % 10 = 0 AS violation, false AS duplicate_effect,
+                   NOT (? = 'guarded' AND hash(s, i) % 10 = 0) AS eligible,
+                   ? = 'guarded' AND hash(s, i) % 10 = 0 AS vetoed, true AS updated
+            FROM range(1, ? + 1) t(s), range(0, ?) u(i)
+            """,
+            [run_id, scorer, scorer, steps, per_step],
+        )
+        con.execute(
+            """
+            INSERT INTO steps BY NAME
+            SELECT ? AS run_id, s AS step, now()::TIMESTAMP AS ts, s * 0.1 AS elapsed_s, 0.9 AS success_rate,
+                   0.1 AS violation_rate, 0.0 AS duplicate_rate, 0.5 AS mean_reward, 20 AS vetoed,
+                   0 AS vetoed_updates, 700 AS updates, 10 AS clipped, [4, 6] AS clipped_by_epoch, 800 AS transitions
+            FROM range(1, ? + 1) t(s)
+            """,
+            [run_id, steps],
+        )
+        con.execute(
+            """
+            INSERT INTO action_probs BY NAME
+            SELECT ? AS run_id, s AS step, 'known_high' AS state, a AS action, 0.25 AS prob
+            FROM range(0, ? + 1) t(s), (VALUES ('finish'), ('lookup'), ('request_approval'), ('refund')) v(a)
+            """,
+            [run_id, steps],
+        )
+        con.execute(
+            """
+            INSERT INTO evals BY NAME
+            SELECT ? AS run_id, s AS step, 'held_out' AS split, 'eval-' || k AS task_id,
+                   ['lookup', 'refund', 'finish'] AS actions, true AS success, false AS violation
+            FROM range(0, ? + 1, 5) t(s), range(0, 4) u(k)
+            """,
+            [run_id, steps],
+        )
+        con.execute(
+            """
+            INSERT INTO reviews (run_id, step, traj_idx, verdict, note, reviewer, reviewed_at)
+            SELECT ?, ? - (i % 3), i, CASE WHEN i % 7 = 0 THEN 'reject' ELSE 'approve' END, 'bench', 'bench', now()::TIMESTAMP
+            FROM range(0, 200) t(i)
+            """,
+            [run_id, steps],
+        )
+
+
+def timed(fn, repeat: int) -> float:
+    fn()  # warm-up: the first call pays for planning and cold pages
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=2500)
+    parser.add_argument("--per-step", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="agentrl-page-bench-"))
+    try:
+        con = connect(root)
+        start = time.perf_counter()
+        fill(con, args.steps, args.per_step)
+        con.execute("CHECKPOINT")
+        rows = con.execute("SELECT count(*) FROM trajectories").fetchone()[0]
+        print(f"filled {rows:,} trajectory rows in {time.perf_counter() - start:.1f}s "
+              f"({len(RUNS)} runs x {args.steps} steps x {args.per_step})")
+        pair = list(RUNS)
+        guarded = pair[1]
+        last = args.steps
+        page_queries = {
+            "Compare: newest_pair": lambda: queries.newest_pair(con),
+            "Compare: steps_for_runs": lambda: queries.steps_for_runs(con, pair),
+            "Compare: sensitive_states_for_runs": lambda: queries.sensitive_states_for_runs(con, pair),
+            "Compare: action_probs_for_runs": lambda: queries.action_probs_for_runs(con, pair, "known_high"),
+            "Compare: clipped_by_epoch_for_runs": lambda: queries.clipped_by_epoch_for_runs(con, pair),
+            "Compare: reward_components_for_runs": lambda: queries.reward_components_for_runs(con, pair),
+            "Compare: held_out_for_runs": lambda: queries.held_out_for_runs(con, pair),
+            "Compare: totals_for_runs": lambda: queries.totals_for_runs(con, pair),
+            "Review: step_range": lambda: queries.step_range(con, guarded),
+            "Review: trajectory_task_ids": lambda: queries.trajectory_task_ids(con, guarded),
+            "Review: find_trajectories (default: top 10, last 3 steps)": lambda: queries.find_trajectories(
+                con, guarded, step_min=last - 2, step_max=last, limit=10),
+            "Review: find_trajectories (whole run, violations, top 50)": lambda: queries.find_trajectories(
+                con, guarded, flags={"violation": True}, limit=50),
+            "Review: find_trajectories (whole run, unreviewed, lowest first)": lambda: queries.find_trajectories(
+                con, guarded, verdict="unreviewed", descending=False, limit=50),
+            "Review: trajectory": lambda: queries.trajectory(con, guarded, last, 5),
+            "Review: review_history": lambda: queries.review_history(con, guarded, last, 5),
+            "Review: top_trajectories (gate sample)": lambda: queries.top_trajectories(con, guarded, 5, 3),
+            "Review: reviews_for_run": lambda: queries.reviews_for_run(con, guarded),
+            "Review: promotions": lambda: queries.promotions(con, guarded),
+            "Review: evaluate_gate (all checks)": lambda: gate.evaluate_gate(con, root, guarded),
+        }
+        worst = 0.0
+        width = max(len(name) for name in page_queries)
+        for name, fn in page_queries.items():
+            ms = timed(fn, args.repeat)
+            worst = max(worst, ms)
+            print(f"{name:<{width}}  {ms:8.1f} ms{'  OVER BUDGET' if ms > BUDGET_MS else ''}")
+        print(f"slowest: {worst:.1f} ms (budget {BUDGET_MS:.0f} ms per query)")
+        con.close()
+        return 0 if worst <= BUDGET_MS else 1
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
