@@ -142,3 +142,16 @@ def reviewer_name() -> str:
         except Exception:  # no user name on this system: the person types one
             st.session_state["reviewer"] = ""
     return st.sidebar.text_input("Reviewer", key="reviewer", help="Recorded with every review and promotion decision.")
+
+
+def flash(message: str) -> None:
+    """Redraw the page now, with `message` shown once at the top: a decision made by a button
+    must show in the tables above it, which were drawn before the button was handled."""
+    st.session_state["_flash"] = message
+    st.rerun()
+
+
+def show_flash() -> None:
+    message = st.session_state.pop("_flash", None)
+    if message:
+        st.success(message, icon=":material/check_circle:")

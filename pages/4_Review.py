@@ -13,6 +13,7 @@ from agentrl.rundir import TERMINAL_STATUSES
 svc = ui.page("Review")
 st.title("Review before promotion")
 reviewer = ui.reviewer_name()
+ui.show_flash()
 
 con = ui.cursor()
 runs = queries.list_runs(con)
@@ -124,17 +125,17 @@ with explore, ui.shown_errors("explore the trajectories"):
             if b1.button("Approve", type="primary", key=f"approve-{opened}", icon=":material/check:"):
                 with ui.shown_errors("record the approval"):
                     review.record_review(svc.con.cursor(), run_id, step, traj_idx, "approve", reviewer, note)
-                    st.toast(f"Approved step {step} #{traj_idx}")
+                    ui.flash(f"Approved step {step} #{traj_idx}")  # and redraw, so the table shows it
             if b2.button("Reject", key=f"reject-{opened}", icon=":material/close:"):
                 try:
                     review.record_review(svc.con.cursor(), run_id, step, traj_idx, "reject", reviewer, note)
-                    st.toast(f"Rejected step {step} #{traj_idx}")
+                    ui.flash(f"Rejected step {step} #{traj_idx}")
                 except review.ReviewError as error:
                     st.error(str(error))
             if b3.button("Mark as exploit fixture", key=f"exploit-{opened}", icon=":material/bug_report:"):
                 try:
                     fixture_id = review.mark_exploit(svc.con.cursor(), run_id, step, traj_idx, reviewer, note)
-                    st.toast(f"Stored exploit fixture {fixture_id}")
+                    ui.flash(f"Stored exploit fixture {fixture_id}")
                 except review.ReviewError as error:
                     st.error(str(error))
             history = queries.review_history(con, run_id, step, traj_idx)
@@ -170,7 +171,7 @@ with gate_tab, ui.shown_errors("evaluate the promotion gate"):
     if p1.button("Promote", type="primary", disabled=state == "promoted", icon=":material/verified:", key="promote"):
         try:
             promotion_id = gate.promote(svc.con.cursor(), svc.runs_dir, run_id, reviewer, settings, override)
-            st.success(f"Promoted (record {promotion_id}); bundle in `{svc.runs_dir / run_id / gate.BUNDLE_DIR}`.")
+            ui.flash(f"Promoted (record {promotion_id}); bundle in {svc.runs_dir / run_id / gate.BUNDLE_DIR}")
         except gate.GateError as error:
             st.error(str(error))
     with p2:
@@ -178,7 +179,7 @@ with gate_tab, ui.shown_errors("evaluate the promotion gate"):
         if st.button("Roll back", disabled=state != "promoted", icon=":material/undo:", key="rollback"):
             try:
                 gate.rollback(svc.con.cursor(), run_id, reviewer, rollback_reason)
-                st.success("Rollback recorded.")
+                ui.flash("Rollback recorded")
             except gate.GateError as error:
                 st.error(str(error))
     st.markdown("**Promotion record** (append-only)")

@@ -6,6 +6,7 @@ advance. A screenshot of the Live page is saved under the test's temporary direc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -49,11 +50,10 @@ def _wait_healthy(port: int, process: subprocess.Popen, seconds: float = 60) -> 
     raise TimeoutError("the dashboard did not become healthy")
 
 
-@pytest.fixture
-def dashboard(tmp_path):
-    """The dashboard as `make run` starts it, on its own runs directory and port."""
+@contextlib.contextmanager
+def _running_dashboard(tmp_path: Path, runs_dir: Path):
+    """`streamlit run app.py` on `runs_dir` and a free port; stops it and every run it launched."""
     port = _free_port()
-    runs_dir = tmp_path / "runs"
     env = dict(os.environ, AGENTRL_RUNS_DIR=str(runs_dir), HF_HUB_OFFLINE="1")
     log = open(tmp_path / "streamlit.log", "wb")
     process = subprocess.Popen(
@@ -63,7 +63,7 @@ def dashboard(tmp_path):
     )
     try:
         _wait_healthy(port, process)
-        yield f"http://127.0.0.1:{port}", runs_dir
+        yield f"http://127.0.0.1:{port}"
     finally:
         # The dashboard and every run it launched share nothing but the runs dir: stop them all.
         for status in runs_dir.glob("*/status.json"):
@@ -80,6 +80,14 @@ def dashboard(tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         log.close()
+
+
+@pytest.fixture
+def dashboard(tmp_path):
+    """The dashboard as `make run` starts it, on its own (empty) runs directory and port."""
+    runs_dir = tmp_path / "runs"
+    with _running_dashboard(tmp_path, runs_dir) as base_url:
+        yield base_url, runs_dir
 
 
 @pytest.fixture
@@ -158,3 +166,75 @@ def test_launch_a_run_and_watch_it_live(dashboard, page, tmp_path):
     page.locator(".js-plotly-plot .scatterlayer path.js-line").first.wait_for(timeout=10_000)
     page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
     assert (tmp_path / "live.png").stat().st_size > 10_000
+
+
+def _wait_idle(page, timeout_s: float = 60) -> None:
+    """Until the script run that an interaction started has finished."""
+    time.sleep(0.5)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and page.locator('[data-testid="stStatusWidget"]').count():
+        time.sleep(0.2)
+    time.sleep(0.3)
+
+
+def _review_tab(browser, url: str, reviewer: str):
+    tab = browser.new_page(viewport={"width": 1400, "height": 2400})
+    tab.goto(url)
+    tab.get_by_role("button", name="Approve").wait_for(timeout=60_000)
+    name = tab.get_by_role("textbox", name="Reviewer")
+    name.fill(reviewer)
+    name.press("Enter")
+    _wait_idle(tab)
+    return tab
+
+
+def test_two_sessions_approve_then_the_guarded_run_is_promoted(trained_pair, browser, tmp_path):
+    from agentrl import queries
+    from agentrl.store import connect
+
+    runs_dir, ids = trained_pair
+    run_id = ids["guarded"]
+    with _running_dashboard(tmp_path, runs_dir) as base_url:
+        url = f"{base_url}/Review?run={run_id}"
+        alice = _review_tab(browser, url, "alice")
+        bob = _review_tab(browser, url, "bob")
+        # Both sessions have the same top trajectory open; both approvals are recorded, in order.
+        alice.get_by_role("button", name="Approve").click()
+        alice.get_by_text("Approved step").wait_for(timeout=60_000)
+        bob.get_by_role("button", name="Approve").click()
+        bob.get_by_text("Approved step").wait_for(timeout=60_000)
+        first_approved = bob.get_by_text("Approved step").inner_text()
+
+        # Alice works through the gate's sample: show only unreviewed trajectories and approve
+        # the top one until the top 5 of the last 3 steps are all approved.
+        alice.reload()
+        alice.get_by_role("button", name="Approve").wait_for(timeout=60_000)
+        alice.get_by_role("textbox", name="Reviewer").fill("alice")
+        alice.get_by_role("textbox", name="Reviewer").press("Enter")
+        _wait_idle(alice)
+        alice.get_by_role("combobox", name="verdict").click()
+        alice.get_by_role("option", name="unreviewed").click()
+        _wait_idle(alice)
+        for _ in range(4):
+            alice.get_by_role("button", name="Approve").click()
+            _wait_idle(alice)
+            alice.get_by_text("Approved step").wait_for(timeout=60_000)
+
+        alice.get_by_role("tab", name="Promotion gate").click()
+        alice.get_by_text("The gate passes").wait_for(timeout=60_000)
+        alice.get_by_role("button", name="Promote").click()
+        alice.get_by_text("Promoted (record").wait_for(timeout=60_000)
+        assert alice.locator('[data-testid="stException"]').count() == 0
+        alice.screenshot(path=str(tmp_path / "review.png"), full_page=True)
+
+    con = connect(runs_dir)
+    reviews = queries.reviews_for_run(con, run_id)
+    first = reviews[(reviews["step"] == reviews.iloc[0]["step"]) & (reviews["traj_idx"] == reviews.iloc[0]["traj_idx"])]
+    assert first["reviewer"].tolist()[:2] == ["alice", "bob"], first_approved
+    assert first["review_id"].is_monotonic_increasing
+    assert len(reviews) == 6
+    promotions = queries.promotions(con, run_id)
+    assert promotions["decision"].tolist() == ["promote"] and promotions["gate_passed"].tolist() == [True]
+    assert promotions["decided_by"].tolist() == ["alice"]
+    assert (runs_dir / run_id / "bundle" / "manifest.json").is_file()
+    con.close()

@@ -240,6 +240,7 @@ def test_review_approve_appends_a_review(pair_app_env):
     opened = at.selectbox(key="open-trajectory").value
     at.button(key=f"approve-{opened}").click().run()
     _no_failures(at)
+    assert any(m.value.startswith("Approved step") for m in at.success)
     step, idx = map(int, opened.split("/"))
     assert queries_review_history(runs_dir, ids["guarded"], step, idx) == [("approve", at.sidebar.text_input(key="reviewer").value)]
 
