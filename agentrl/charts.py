@@ -234,3 +234,29 @@ def throughput_model(curves: dict[str, list[tuple[float, float]]], labels: dict[
     fig.update_xaxes(type="log")
     return _layout(fig, "Throughput model (declared latencies, each run's own totals)", "transitions / s",
                    x_title="parallel environments")
+
+
+def cpu_usage(hardware: pd.DataFrame, cores: int | None = None) -> go.Figure:
+    """CPU of the run's process tree over time, in percent of one core (200 = two cores busy)."""
+    fig = go.Figure()
+    if not hardware.empty:
+        fig.add_trace(go.Scatter(x=hardware["ts"], y=hardware["cpu_percent"], mode="lines", name="process-tree CPU",
+                                 line={"color": PALETTE[0]}))
+    if cores:
+        fig.add_hline(y=100 * cores, line_dash="dot", line_color=NEUTRAL, annotation_text=f"{cores} cores")
+    fig.update_yaxes(rangemode="tozero")
+    return _layout(fig, "CPU", "% of one core", x_title="time (UTC)")
+
+
+def budget_against_measured(budget: pd.DataFrame) -> go.Figure:
+    """The estimate's components beside what the run measured (columns: component, estimate_bytes, measured_bytes)."""
+    fig = go.Figure()
+    if not budget.empty:
+        shown = budget[budget["component"] != "free"]
+        fig.add_trace(go.Bar(x=shown["component"], y=shown["estimate_bytes"] / 1e9, name="estimate",
+                             marker_color=PALETTE[0]))
+        if shown["measured_bytes"].notna().any():
+            fig.add_trace(go.Bar(x=shown["component"], y=shown["measured_bytes"] / 1e9, name="measured",
+                                 marker_color=PALETTE[1]))
+    fig.update_layout(barmode="group")
+    return _layout(fig, "Memory budget: estimate against measured", "GB", x_title="")

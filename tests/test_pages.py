@@ -300,3 +300,14 @@ def test_review_guarded_gate_passes_after_approving_top_k_and_promotes(pair_app_
     record = queries.promotions(_store(runs_dir), ids["guarded"])
     assert record["decision"].tolist() == ["promote"]
     assert (runs_dir / ids["guarded"] / gate.BUNDLE_DIR / "manifest.json").is_file()
+
+
+def test_hardware_page_shows_memory_and_cpu_of_a_run_and_the_peaks_table(pair_app_env):
+    runs_dir, ids = pair_app_env
+    at = _app("pages/5_Hardware.py").run()
+    _no_errors(at)
+    titles = [f["layout"]["title"]["text"] for f in _figures(at)]
+    assert titles[:2] == ["Memory", "CPU"]
+    peaks = at.dataframe[-1].value
+    assert set(peaks["run_id"]) == set(ids.values())
+    assert (peaks["peak_rss_bytes"] > 10 * 2**20).all()
