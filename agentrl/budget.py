@@ -357,3 +357,26 @@ def measured_rows(run_id: str, peak_rss_bytes: int, gpu_peak_bytes: int | None =
         figures.append(("gpu_peak", gpu_peak_bytes))
     figures.append(("total", sum(n_bytes for _, n_bytes in figures)))
     return [{"run_id": run_id, "component": name, "bytes": int(n_bytes), "source": "measured"} for name, n_bytes in figures]
+
+
+# Tokens the prompt of one rollout may take, before the model's tokenizer has measured it (the
+# Launch page and the CLI check a run before anything loads; the run itself measures its prompt).
+PROMPT_TOKENS_ALLOWANCE = 256
+
+
+def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS_ALLOWANCE, bytes_per_param: int = 4) -> Budget:
+    """The budget of a language-model run config (`config.lm`, `config.group_size`).
+
+    `bytes_per_param` defaults to 4 because the CPU path trains in float32. The refund tools run
+    in-process, so no sandbox room is set aside; a run with sandboxed tools would add it.
+    """
+    import psutil
+
+    lm = config.lm
+    machine = lm.machine_memory_gb * GB if lm.machine_memory_gb else psutil.virtual_memory().total
+    return estimate_budget(
+        ModelShape.from_config_dir(model_dir), lm.lora_rank, list(lm.lora_targets),
+        sequences=lm.tasks_per_step * config.group_size,
+        tokens_per_sequence=prompt_tokens + lm.max_completion_length,
+        machine_bytes=machine, bytes_per_param=bytes_per_param, sandbox_bytes=0,
+    )

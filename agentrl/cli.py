@@ -70,11 +70,12 @@ def _runs_dir(value: str | None) -> Path:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from .launcher import create_run
-    from .runner import run_tabular
     from .store import StoreLockedError, ingest_once
 
     overrides = {"name": args.name, "step_delay": args.step_delay}
     config = load_preset(args.preset, **overrides) if args.preset else load_config_file(args.config, **overrides)
+    if config.kind == "trl":
+        check_lm_budget(config)  # refused before a folder is made or a model is loaded
     runs_dir = ensure_writable(_runs_dir(args.runs_dir))
     if args.run_id:
         run = RunDir(runs_dir / args.run_id)
@@ -83,14 +84,42 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         run = create_run(runs_dir, config)
     log = (lambda message: None) if args.quiet else (lambda message: print(message, flush=True))
-    print(f"run {run.run_id}: {config.kind} {config.scorer}, {config.rounds} rounds -> {run.root}", flush=True)
-    status = run_tabular(config, run, log=log)
+    print(f"run {run.run_id}: {config.kind} {config.scorer}, {config.total_steps} steps -> {run.root}", flush=True)
+    status = engine(config.kind)(config, run, log=log)
     try:
         report = ingest_once(runs_dir, wait_s=0.0)
         print(f"run {run.run_id} {status}; ingested {report.rows} rows from {report.files} chunks", flush=True)
     except StoreLockedError:
         print(f"run {run.run_id} {status}; the store is open elsewhere (the dashboard ingests it)", flush=True)
     return 0 if status == "succeeded" else 3
+
+
+def engine(kind: str):
+    """The run-process function of an engine; each is imported only when its kind runs."""
+    if kind == "trl":
+        from .trl_runner import run_trl
+
+        return run_trl
+    if kind == "coding":
+        from .coding_runner import run_coding
+
+        return run_coding
+    from .runner import run_tabular
+
+    return run_tabular
+
+
+def check_lm_budget(config) -> None:
+    """A language-model run whose model is missing or whose memory budget does not fit is refused."""
+    from .budget import BudgetError, run_budget
+    from .trl_runner import ModelDirError, resolve_model_dir
+
+    try:
+        budget = run_budget(config, resolve_model_dir(config.lm.model))
+    except (ModelDirError, BudgetError) as error:
+        raise ConfigError(str(error)) from None
+    if not budget.fits:
+        raise ConfigError(budget.refusal())
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:

@@ -131,6 +131,15 @@ class RunConfig(BaseModel):
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)
 
+    @property
+    def total_steps(self) -> int:
+        """Steps the run will report: one per round, or for kind 'coding' one per task per round."""
+        if self.kind == "coding":
+            from .coding_tasks import CODING_TASKS
+
+            return self.rounds * len(CODING_TASKS)
+        return self.rounds
+
 
 def _one_line(error: ValidationError) -> str:
     parts = []

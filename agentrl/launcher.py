@@ -65,7 +65,7 @@ def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
     run_id = new_run_id(config.name)
     meta = {
         "run_id": run_id, "name": config.name, "kind": config.kind, "scorer": config.scorer,
-        "created_at": iso(utc_now()), "total_steps": config.rounds, "config": config.model_dump(mode="json"),
+        "created_at": iso(utc_now()), "total_steps": config.total_steps, "config": config.model_dump(mode="json"),
     }
     run = create_run_dir(Path(runs_dir), run_id, meta)
     (run.root / "config.json").write_text(config.to_json())

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.05):
@@ -13,3 +17,21 @@ def wait_for(predicate, timeout: float, interval: float = 0.05):
         if value or time.monotonic() >= deadline:
             return value
         time.sleep(interval)
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def agentrl(*args, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m agentrl ARGS` from the repo root, offline, with no runs dir from the environment."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("AGENTRL_RUNS_DIR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "agentrl", *map(str, args)],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, result.stderr
+    return result

@@ -12,23 +12,9 @@ import duckdb
 import pytest
 
 from agentrl import queries
+from helpers import agentrl, ok
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def agentrl(*args, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python -m agentrl ARGS` from the repo root, offline, with no runs dir from the environment."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    env.pop("AGENTRL_RUNS_DIR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "agentrl", *map(str, args)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-    )
-
-
-def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert result.returncode == 0, result.stderr
-    return result
 
 
 def in_32nds(rates) -> list[int]:
@@ -196,10 +182,14 @@ def test_runs_on_an_empty_runs_dir(runs_dir):
     assert ok(agentrl("runs", "--runs-dir", runs_dir)).stdout.strip() == f"no runs in {runs_dir}"
 
 
-def test_presets_lists_both_presets():
-    lines = ok(agentrl("presets")).stdout.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["refund-guarded", "refund-outcome"]
-    assert "scorer guarded" in lines[0] and "scorer outcome" in lines[1]
+def test_presets_lists_every_preset_with_its_engine_and_scorer():
+    from agentrl.config import preset_names
+
+    lines = dict(line.split(": ", 1) for line in ok(agentrl("presets")).stdout.splitlines())
+    assert sorted(lines) == preset_names()
+    assert {"refund-outcome", "refund-guarded", "coding-tests"} <= set(lines)
+    assert lines["refund-guarded"].startswith("tabular, scorer guarded")
+    assert lines["coding-tests"].startswith("coding, scorer tests")
 
 
 def test_export_schema_check_passes_on_the_committed_schema():

@@ -84,8 +84,10 @@ def test_json_round_trip():
     assert make_config(**json.loads(config.to_json())) == config
 
 
-def test_both_presets_exist():
-    assert preset_names() == ["refund-guarded", "refund-outcome"]
+def test_every_preset_exists_and_validates():
+    assert {"refund-guarded", "refund-outcome", "coding-tests"} <= set(preset_names())
+    for name in preset_names():
+        assert load_preset(name).name == name
 
 
 @pytest.mark.parametrize("preset, scorer", [("refund-outcome", "outcome"), ("refund-guarded", "guarded")])
@@ -101,7 +103,7 @@ def test_preset_overrides_skip_none():
 
 
 def test_unknown_preset():
-    with pytest.raises(ConfigError, match=r"unknown preset 'nope'; choose one of \['refund-guarded', 'refund-outcome'\]"):
+    with pytest.raises(ConfigError, match=r"unknown preset 'nope'; choose one of \[.*'refund-guarded', 'refund-outcome'\]"):
         load_preset("nope")
 
 
