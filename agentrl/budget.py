@@ -41,6 +41,7 @@ _LABELS = {
     "activations_logits": "activations and logits",
     "sandbox": "sandbox",
     "os_reserve": "OS reserve",
+    "runtime": "Python + torch runtime",
     "free": "free",
 }
 
@@ -226,12 +227,16 @@ class Budget:
     """Parameters of the base model."""
     trainable_parameters: int
     """Parameters of the LoRA adapter."""
+    runtime: int = 0
+    """The training process's fixed cost (interpreter, torch, transformers, TRL, pyarrow); not in
+    SPEC section 11's arithmetic, so 0 unless the caller sets it (`run_budget` does)."""
 
     COMPONENTS = ("weights", "adapter", "kv_cache", "activations_logits", "sandbox", "os_reserve")
 
     def components(self) -> list[tuple[str, int]]:
         """(component, bytes) of everything the budget sets aside, in the SPEC's order."""
-        return [(name, getattr(self, name)) for name in self.COMPONENTS]
+        parts = [(name, getattr(self, name)) for name in self.COMPONENTS]
+        return parts + ([("runtime", self.runtime)] if self.runtime else [])
 
     @property
     def used(self) -> int:
@@ -295,6 +300,7 @@ def estimate_budget(
     os_reserve_bytes: float = 2 * GB,
     micro_batch_sequences: int = 1,
     logit_bytes: int = 4,
+    runtime_bytes: float = 0,
 ) -> Budget:
     """SPEC section 11's arithmetic for a LoRA GRPO run.
 
@@ -337,6 +343,7 @@ def estimate_budget(
         os_reserve=round(os_reserve_bytes),
         parameters=parameters,
         trainable_parameters=trainable,
+        runtime=round(runtime_bytes),
     )
 
 
@@ -363,6 +370,12 @@ def measured_rows(run_id: str, peak_rss_bytes: int, gpu_peak_bytes: int | None =
 # Launch page and the CLI check a run before anything loads; the run itself measures its prompt).
 PROMPT_TOKENS_ALLOWANCE = 256
 
+# The language-model run process's fixed cost, whatever the model: measured here, importing
+# torch, transformers, TRL and PEFT takes 0.36 GB of RSS, and a run of the built-in tiny model
+# (whose own tensors are a few MB) peaks at 0.70-0.75 GB. Rounded up so the estimate stays an
+# upper bound for small models; for a real model the weights, KV cache and logits dominate.
+RUNTIME_BYTES = int(0.8 * GB)
+
 
 def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS_ALLOWANCE, bytes_per_param: int = 4) -> Budget:
     """The budget of a language-model run config (`config.lm`, `config.group_size`).
@@ -378,5 +391,5 @@ def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS
         ModelShape.from_config_dir(model_dir), lm.lora_rank, list(lm.lora_targets),
         sequences=lm.tasks_per_step * config.group_size,
         tokens_per_sequence=prompt_tokens + lm.max_completion_length,
-        machine_bytes=machine, bytes_per_param=bytes_per_param, sandbox_bytes=0,
+        machine_bytes=machine, bytes_per_param=bytes_per_param, sandbox_bytes=0, runtime_bytes=RUNTIME_BYTES,
     )
