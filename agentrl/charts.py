@@ -260,3 +260,12 @@ def budget_against_measured(budget: pd.DataFrame) -> go.Figure:
                                  marker_color=PALETTE[1]))
     fig.update_layout(barmode="group")
     return _layout(fig, "Memory budget: estimate against measured", "GB", x_title="")
+
+
+def metric_curves(series: pd.DataFrame, title: str = "Engine metrics per step") -> go.Figure:
+    """Several per-step metrics (long form: step, name, value), one line each."""
+    fig = go.Figure()
+    for i, (name, part) in enumerate(series.groupby("name", sort=True)):
+        fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode="lines", name=str(name),
+                                 line={"color": PALETTE[i % len(PALETTE)], "width": 2}))
+    return _layout(fig, title, "value")

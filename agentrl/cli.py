@@ -49,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="folder to write into; one file per table")
     export.add_argument("--runs-dir", help="where runs are stored (default $AGENTRL_RUNS_DIR or runs/)")
 
+    tiny = sub.add_parser("build-tiny-model", help="build the tiny offline refund LM (tokenizer, model, warm start)")
+    tiny.add_argument("--out", help="folder to write (default: the committed build, agentrl/assets/tiny-refund-lm)")
+    tiny.add_argument("--seed", type=int, default=0, help="seed of the build (default 0; the committed build)")
+    tiny.add_argument("--bc-steps", type=int, help="behaviour-cloning steps of the warm start (default: the committed build's)")
+
     budget = sub.add_parser("budget", help="print the memory budget of a LoRA GRPO run (SPEC section 11)")
     budget.add_argument("--model", required=True, help="a local Hugging Face model directory (its config.json is read)")
     budget.add_argument("--rank", type=int, default=8, help="LoRA rank (default 8)")
@@ -201,6 +206,18 @@ def cmd_budget(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_build_tiny_model(args: argparse.Namespace) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    from .tiny_model import BC_STEPS, MODEL_DIR, build_tiny_model
+
+    torch.set_num_threads(1)
+    out = build_tiny_model(args.out or MODEL_DIR, seed=args.seed, bc_steps=args.bc_steps or BC_STEPS)
+    print(f"wrote {out}")
+    return 0
+
+
 def cmd_export_schema(args: argparse.Namespace) -> int:
     text = json_schema_text()
     if args.check:
@@ -216,7 +233,7 @@ def cmd_export_schema(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "train": cmd_train, "ingest": cmd_ingest, "runs": cmd_runs,
-    "presets": cmd_presets, "export": cmd_export, "budget": cmd_budget, "export-schema": cmd_export_schema,
+    "presets": cmd_presets, "export": cmd_export, "budget": cmd_budget, "build-tiny-model": cmd_build_tiny_model, "export-schema": cmd_export_schema,
 }
 
 

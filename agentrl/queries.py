@@ -533,3 +533,24 @@ def peak_memory_by_run(con: Con) -> pd.DataFrame:
         ORDER BY r.created_at DESC, r.run_id DESC
         """
     ).df()
+
+
+def step_metric_names(con: Con, run_id: str) -> list[str]:
+    """Names of the engine-specific metrics a run logged per step (TRL's kl, entropy, ...)."""
+    rows = con.execute(
+        "SELECT DISTINCT unnest(map_keys(metrics)) AS name FROM steps WHERE run_id = ? ORDER BY name", [run_id]
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def step_metric_series(con: Con, run_id: str, names: list[str]) -> pd.DataFrame:
+    """Chosen engine metrics per step, long form: step, name, value."""
+    return con.execute(
+        """
+        SELECT step, name, value FROM (
+            SELECT step, unnest(map_keys(metrics)) AS name, unnest(map_values(metrics)) AS value
+            FROM steps WHERE run_id = ?
+        ) WHERE list_contains(?, name) ORDER BY name, step
+        """,
+        [run_id, list(names)],
+    ).df()
