@@ -115,7 +115,7 @@ def memory_usage(hardware: pd.DataFrame, budget_bytes: float | None = None) -> g
             fig.add_trace(go.Scatter(x=hardware["ts"], y=hardware["gpu_allocated_bytes"] / 2**20, mode="lines",
                                      name="GPU allocated", line={"color": PALETTE[2]}))
     if budget_bytes:
-        fig.add_hline(y=budget_bytes / 2**20, line_dash="dash", line_color=VIOLATION, annotation_text="budget")
+        fig.add_hline(y=budget_bytes / 2**20, line_dash="dash", line_color=VIOLATION, annotation_text="budget estimate")
     return _layout(fig, "Memory", "MiB", x_title="time (UTC)")
 
 

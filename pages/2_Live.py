@@ -86,13 +86,16 @@ def live_panel(run_id: str) -> None:
     states = queries.sensitive_states(con, run_id) or ["known_high"]
     state = states[0] if len(states) == 1 else left.selectbox("Sensitive state", states, key="state")
     left.plotly_chart(charts.action_distribution(queries.action_distribution(con, run_id, state), state), key="dist")
-    right.plotly_chart(charts.memory_usage(queries.hardware_samples(con, run_id)), key="memory")
+    budget = queries.budget_for_run(con, run_id)
+    estimate = budget.loc[budget["component"] == "total", "estimate_bytes"].dropna()
+    right.plotly_chart(charts.memory_usage(queries.hardware_samples(con, run_id),
+                                           float(estimate.iloc[0]) if len(estimate) else None), key="memory")
     left, right = st.columns(2)
     left.plotly_chart(charts.update_counts(steps), key="updates")
     names = queries.step_metric_names(con, run_id)
     if names:
         # TRL logs dozens of metrics; start from the ones that say whether learning is healthy.
-        preferred = [n for n in ("reward_std", "entropy", "kl", "tools/call_frequency", "completions/mean_length") if n in names]
+        preferred = [n for n in ("reward_std", "entropy", "kl", "tools/call_frequency", "measured_parallelism") if n in names]
         with right:
             chosen = st.multiselect("Engine metrics", names, default=preferred or names[:3], key=f"metrics-{run_id}")
             st.plotly_chart(charts.metric_curves(queries.step_metric_series(con, run_id, chosen)), key="metrics")
