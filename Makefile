@@ -33,6 +33,8 @@ bench: install
 	$(BIN)/python benchmarks/flush_latency.py
 	$(BIN)/python benchmarks/live_latency.py
 	$(BIN)/python benchmarks/page_queries.py
+	$(BIN)/python benchmarks/parallel_scoring.py
+	$(BIN)/python benchmarks/lm_pair.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

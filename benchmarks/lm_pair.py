@@ -9,8 +9,8 @@ p(refund | known_high) and p(request_approval | known_high) at step 0 and at the
 
     .venv/bin/python benchmarks/lm_pair.py [--rounds N] [--via module|cli] [--keep DIR]
 
-`--via module` (default) starts `python -m agentrl.trl_runner --config FILE`; `--via cli` starts
-`python -m agentrl train --config FILE`, once the CLI dispatches kind 'trl' there.
+`--via cli` (default) starts `python -m agentrl train --config FILE`, as the dashboard's launcher
+does; `--via module` starts `python -m agentrl.trl_runner --config FILE` directly.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def read_table(run_root: Path, table: str) -> list[dict]:
 def summarise(run_root: Path, wall_s: float) -> dict:
     steps = sorted(read_table(run_root, "steps"), key=lambda r: r["step"])
     probs = read_table(run_root, "action_probs")
-    evals = read_table(run_root, "evals")
+    evals = [r for r in read_table(run_root, "evals") if r["split"] == "held_out"]  # not the exploit probes
     budgets = read_table(run_root, "budgets")
     status = json.loads((run_root / "status.json").read_text())
     step_times = [dict(r["metrics"]).get("step_time") for r in steps]
@@ -105,7 +105,7 @@ def summarise(run_root: Path, wall_s: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, help="override the presets' rounds")
-    parser.add_argument("--via", choices=("module", "cli"), default="module")
+    parser.add_argument("--via", choices=("module", "cli"), default="cli")
     parser.add_argument("--keep", help="keep the runs in this directory instead of a temporary one")
     args = parser.parse_args(argv)
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="lm-pair-"))
