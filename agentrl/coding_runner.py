@@ -18,15 +18,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import psutil
-
-from .chunks import ChunkWriter
 from .coding_tasks import CODING_TASKS, dataset_rows, prompt_messages, render_completion, scripted_attempts
 from .config import RunConfig
-from .hardware import ProcessTreeSampler
 from .rewards import build_reward_functions, score_group, tool_calls
-from .rundir import RunDir, iso, utc_now
-from .runner import _StopFlag
+from .rundir import RunDir, utc_now
+from .run_session import RunSession
 
 
 def total_steps(config: RunConfig) -> int:
@@ -41,22 +37,11 @@ def _actions(completion) -> list[str]:
 def run_coding(config: RunConfig, run: RunDir, log: Callable[[str], None] = print) -> str:
     """Score the scripted attempts of every coding task, `config.rounds` times; returns the final status."""
     run_id = run.run_id
-    stop = _StopFlag(run)
-    stop.install()
-    sampler = ProcessTreeSampler()
-    current_step = [0]
-
-    def hardware_sample() -> None:
-        writer.append("hardware", {"run_id": run_id, "ts": utc_now(), "step": current_step[0], **sampler.sample()})
-
-    writer = ChunkWriter(run.root, on_flush=hardware_sample)
     workers = config.workers or os.cpu_count() or 1
     steps = total_steps(config)
-    run.update_status(status="running", pid=os.getpid(), create_time=psutil.Process().create_time(),
-                      started_at=iso(utc_now()), step=0, total_steps=steps, error=None)
-    status, error = "failed", None
     rewards = build_reward_functions(workers=workers)
-    try:
+    with RunSession(run, steps) as session:
+        writer, stop = session.writer, session.stop
         started = time.monotonic()
         step = 0
         with tempfile.TemporaryDirectory(prefix="agentrl-coding-") as scratch:
@@ -98,26 +83,11 @@ def run_coding(config: RunConfig, run: RunDir, log: Callable[[str], None] = prin
                         "metrics": {"score_wall_s": wall, "sandbox_s": sandbox_seconds, "workers": float(workers),
                                     "measured_parallelism": sandbox_seconds / wall if wall > 0 else 0.0},
                     })
-                    current_step[0] = step
-                    writer.flush_soon()
-                    run.update_status(step=step)
                     log(f"step {step}/{steps} {task_id}: " + ", ".join(
                         f"{a} {s.reward:.2f} ({s.reason})" for a, s in zip(attempts, scored))
                         + f"; {sandbox_seconds:.1f} sandbox-s in {wall:.1f} s wall with {workers} workers")
-                    if config.step_delay:
-                        deadline = time.monotonic() + config.step_delay
-                        while time.monotonic() < deadline and not stop():
-                            time.sleep(min(0.1, deadline - time.monotonic()))
+                    session.step_done(step, config.step_delay)
                 if stop():
                     break
-        status = "cancelled" if step < steps else "succeeded"
-    except BaseException as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        hardware_sample()
-        try:
-            writer.close()
-        finally:
-            run.update_status(status=status, ended_at=iso(utc_now()), error=error)
-    return status
+        session.status = "cancelled" if step < steps else "succeeded"
+    return session.status

@@ -8,45 +8,23 @@ database while it trains.
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import time
 from typing import Callable
-
-import psutil
 
 from .chunks import ChunkWriter
 from .config import RunConfig
 from .gym import STATES, Task
-from .hardware import ProcessTreeSampler
 from .imitation import clone_expert, dagger_round, demonstrations, evaluate
 from .policy import SoftmaxPolicy
-from .rundir import RunDir, iso, utc_now, write_json_atomic
+from .rundir import RunDir, utc_now, write_json_atomic
+from .run_session import RunSession
 from .scoring import get_scorer
 from .training import RoundRecord, train
 
 
 def _tasks(specs) -> list[Task]:
     return [Task(t.task_id, t.amount, t.start_state) for t in specs]
-
-
-class _StopFlag:
-    """Set by SIGTERM/SIGINT or by the stop file; read between rounds."""
-
-    def __init__(self, run: RunDir):
-        self.run = run
-        self.signalled = False
-
-    def __call__(self) -> bool:
-        return self.signalled or self.run.stop_requested()
-
-    def install(self) -> None:
-        def handler(signum, frame):
-            self.signalled = True
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
 
 
 POLICY_FILE = "policy.json"
@@ -85,22 +63,8 @@ def record_ladder(writer: ChunkWriter, run_id: str, stage: str, policy: SoftmaxP
 def run_tabular(config: RunConfig, run: RunDir, log: Callable[[str], None] = print) -> str:
     """Train `config` into `run`'s folder; returns the final status."""
     run_id = run.run_id
-    stop = _StopFlag(run)
-    stop.install()
-    sampler = ProcessTreeSampler()
-    current_step = [0]
-
-    def hardware_sample() -> None:
-        writer.append("hardware", {"run_id": run_id, "ts": utc_now(), "step": current_step[0], **sampler.sample()})
-
-    writer = ChunkWriter(run.root, on_flush=hardware_sample)
-    me = psutil.Process()
-    run.update_status(
-        status="running", pid=os.getpid(), create_time=me.create_time(), started_at=iso(utc_now()),
-        step=0, total_steps=config.rounds, error=None,
-    )
-    status, error = "failed", None
-    try:
+    with RunSession(run, config.total_steps) as session:
+        writer, stop = session.writer, session.stop
         tasks, eval_tasks, expert_tasks = _tasks(config.tasks), _tasks(config.eval_tasks), _tasks(config.expert_tasks)
         scorer = get_scorer(config.scorer)
         policy = clone_expert(expert_tasks, epochs=config.clone_epochs, lr=config.clone_lr)
@@ -165,17 +129,10 @@ def run_tabular(config: RunConfig, run: RunDir, log: Callable[[str], None] = pri
                 "updates": record.updates, "clipped": sum(record.clipped_by_epoch),
                 "clipped_by_epoch": record.clipped_by_epoch, "transitions": record.transitions,
             })
-            current_step[0] = step
-            writer.flush_soon()
-            run.update_status(step=step)
             log(f"step {step}/{config.rounds} success {record.success_rate:.2f} violation "
                 f"{record.violation_rate:.2f} vetoed {len(record.vetoed)} updates {record.updates} "
                 f"clipped {sum(record.clipped_by_epoch)}")
-            if config.step_delay:
-                # Sleep in short slices so a cancel is honoured promptly.
-                deadline = time.monotonic() + config.step_delay
-                while time.monotonic() < deadline and not stop():
-                    time.sleep(min(0.1, deadline - time.monotonic()))
+            session.step_done(step, config.step_delay)
 
         result = train(
             policy, tasks, scorer, random.Random(config.seed), rounds=config.rounds,
@@ -186,14 +143,5 @@ def run_tabular(config: RunConfig, run: RunDir, log: Callable[[str], None] = pri
         save_policy(run, policy)
         log(f"totals: transitions {result.transitions} updates {result.updates} clipped by epoch "
             f"{result.clipped_by_epoch} vetoed rollouts {result.vetoed_rollouts} vetoed updates {result.vetoed_updates}")
-        status = "cancelled" if result.stopped_early else "succeeded"
-    except BaseException as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        hardware_sample()
-        try:
-            writer.close()  # the last flush happens before the terminal status (ingest relies on it)
-        finally:
-            run.update_status(status=status, ended_at=iso(utc_now()), error=error)
-    return status
+        session.status = "cancelled" if result.stopped_early else "succeeded"
+    return session.status

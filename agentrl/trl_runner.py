@@ -25,13 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 
 from .chunks import ChunkWriter
 from .config import RunConfig
-from .hardware import ProcessTreeSampler
-from .rundir import RunDir, iso, utc_now
-from .runner import _StopFlag
+from .rundir import RunDir, utc_now
+from .run_session import RunSession
 from .tasks import EXPLOIT_PROBES
 
 ADAPTER_DIR = "adapter"  # the trained LoRA adapter, beside the run's chunks
@@ -126,46 +124,22 @@ def run_trl(config: RunConfig, run: RunDir, log: Callable[[str], None] = print) 
     """Train `config` (kind 'trl') into `run`'s folder; returns the final status."""
     for key, value in CPU_ENV.items():
         os.environ.setdefault(key, value)
-    run_id = run.run_id
-    stop = _StopFlag(run)
-    stop.install()
-    sampler = ProcessTreeSampler()
-    current_step = [0]
-    peak_rss = [0]
 
-    def hardware_sample() -> None:
-        sample = sampler.sample()
-        peak_rss[0] = max(peak_rss[0], sample["rss_bytes"])
-        writer.append("hardware", {"run_id": run_id, "ts": utc_now(), "step": current_step[0], **sample})
-
-    writer = ChunkWriter(run.root, on_flush=hardware_sample)
-    me = psutil.Process()
-    run.update_status(
-        status="running", pid=os.getpid(), create_time=me.create_time(), started_at=iso(utc_now()),
-        step=0, total_steps=config.rounds, error=None,
-    )
-    status, error = "failed", None
-    try:
-        status = _train(config, run, writer, stop, current_step, log)
-    except BaseException as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        hardware_sample()
+    def measured_budget(session: RunSession) -> None:
         try:
             from .budget import measured_rows
 
-            writer.append("budgets", measured_rows(run_id, _peak_rss_bytes(peak_rss[0])))
+            session.writer.append("budgets", measured_rows(session.run_id, _peak_rss_bytes(session.peak_rss_bytes)))
         except Exception as exc:  # telemetry must not turn a finished run into a failed one
             log(f"budget: no measured rows ({type(exc).__name__}: {exc})")
-        try:
-            writer.close()  # the last flush happens before the terminal status (ingest relies on it)
-        finally:
-            run.update_status(status=status, ended_at=iso(utc_now()), error=error)
-    return status
+
+    with RunSession(run, config.total_steps, before_close=measured_budget) as session:
+        session.status = _train(config, run, session, log)
+    return session.status
 
 
-def _train(config: RunConfig, run: RunDir, writer: ChunkWriter, stop: _StopFlag, current_step: list[int], log: Callable[[str], None]) -> str:
+def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[str], None]) -> str:
+    writer, stop = session.writer, session.stop
     import torch
 
     torch.set_num_threads(1)  # two threads gave erratic 0.14-4 s steps on this kind of machine
@@ -271,19 +245,12 @@ def _train(config: RunConfig, run: RunDir, writer: ChunkWriter, stop: _StopFlag,
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
                 record_eval(step)
             writer.append("steps", _steps_row(run_id, step, batch, logs, time.monotonic() - started))
-            current_step[0] = step
-            writer.flush_soon()
-            run.update_status(step=step)
             trajectories = [e.trajectory for e in batch.environments]
             log(f"step {step}/{config.rounds} success {_rate(t.success for t in trajectories):.2f} "
                 f"violation {_rate(t.violation for t in trajectories):.2f} reward {logs['reward']:.3f} "
                 f"vetoed {batch.n_vetoed} updates {batch.updates} vetoed updates {batch.vetoed_updates} "
                 f"({logs.get('step_time', float('nan')):.2f}s)")
-            if config.step_delay:
-                # Sleep in short slices so a cancel is honoured promptly (as run_tabular does).
-                deadline = time.monotonic() + config.step_delay
-                while time.monotonic() < deadline and not stop():
-                    time.sleep(min(0.1, deadline - time.monotonic()))
+            session.step_done(step, config.step_delay)
             if stop():
                 control.should_training_stop = True
             return control

@@ -47,6 +47,15 @@ def test_a_short_lm_grpo_run_finishes_end_to_end_in_under_two_minutes(lm_run):
     assert wall < 120, f"the short LM run took {wall:.0f}s"
 
 
+def test_the_measured_peak_stays_within_the_budget_estimate(lm_run):
+    runs_dir, run_id, _ = lm_run
+    con = connect(runs_dir)
+    budget = queries.budget_for_run(con, run_id).set_index("component")
+    con.close()
+    measured, estimate = budget.loc["total", "measured_bytes"], budget.loc["total", "estimate_bytes"]
+    assert 100 * 2**20 < measured <= estimate, (measured, estimate)
+
+
 def test_the_lm_run_records_the_next_action_distribution_at_known_high(lm_run):
     runs_dir, run_id, _ = lm_run
     con = connect(runs_dir)

@@ -96,11 +96,12 @@ def test_the_end_saves_the_adapter_a_promotion_bundles(short_run):
     assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
 
 
-def test_the_budget_estimate_includes_the_runtime_and_bounds_the_measured_peak(short_run):
+def test_the_budget_estimate_includes_the_runtime(short_run):
+    # Whether it bounds the measured peak is checked on a run in its own process
+    # (tests/test_lm_end_to_end.py): this one shares the test process and its memory.
     run_id, con, _ = short_run
     budgets = {(c, s): b for c, b, s in rows(con, "SELECT component, bytes, source FROM budgets WHERE run_id = ?", run_id)}
     assert budgets[("runtime", "estimate")] > 0
-    assert budgets[("total", "measured")] <= budgets[("total", "estimate")]
 
 
 def test_hardware_and_budget_rows(short_run):
