@@ -155,3 +155,11 @@ def show_flash() -> None:
     message = st.session_state.pop("_flash", None)
     if message:
         st.success(message, icon=":material/check_circle:")
+
+
+def stop_without_runs(runs, message: str = "No runs yet. Start one on the Launch page.") -> None:
+    """On an empty store: say so, link to Launch, and end the page here."""
+    if runs.empty:
+        st.info(message)
+        st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
+        st.stop()

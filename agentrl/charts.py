@@ -127,8 +127,8 @@ def run_colors(run_ids: list[str]) -> dict[str, str]:
     return {run_id: PALETTE[i % len(PALETTE)] for i, run_id in enumerate(run_ids)}
 
 
-def rate_overlay(steps: pd.DataFrame, column: str, title: str, labels: dict[str, str]) -> go.Figure:
-    """One rate per step (e.g. success_rate) for several runs (columns: run_id, step, column)."""
+def _overlay(steps: pd.DataFrame, column: str, labels: dict[str, str]) -> go.Figure:
+    """One line per run of a per-step column (columns: run_id, step, column)."""
     fig = go.Figure()
     colors = run_colors(list(labels))
     for run_id in labels:
@@ -136,19 +136,19 @@ def rate_overlay(steps: pd.DataFrame, column: str, title: str, labels: dict[str,
         if not part.empty:
             fig.add_trace(go.Scatter(x=part["step"], y=part[column], mode="lines+markers", name=labels[run_id],
                                      line={"color": colors[run_id], "width": 2}, marker={"size": 4}))
+    return fig
+
+
+def rate_overlay(steps: pd.DataFrame, column: str, title: str, labels: dict[str, str]) -> go.Figure:
+    """One rate per step (e.g. success_rate) for several runs."""
+    fig = _overlay(steps, column, labels)
     fig.update_yaxes(range=[-0.02, 1.05], tickformat=".0%")
     return _layout(fig, title, "rate of sampled rollouts")
 
 
 def count_overlay(steps: pd.DataFrame, column: str, title: str, labels: dict[str, str], y_title: str = "trajectories") -> go.Figure:
     """A per-step counter (vetoed, vetoed_updates, ...) for several runs."""
-    fig = go.Figure()
-    colors = run_colors(list(labels))
-    for run_id in labels:
-        part = steps[steps["run_id"] == run_id]
-        if not part.empty:
-            fig.add_trace(go.Scatter(x=part["step"], y=part[column], mode="lines+markers", name=labels[run_id],
-                                     line={"color": colors[run_id], "width": 2}, marker={"size": 4}))
+    fig = _overlay(steps, column, labels)
     fig.update_yaxes(rangemode="tozero")
     return _layout(fig, title, y_title)
 

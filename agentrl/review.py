@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import queries
-from .gym import RefundGym, Task
-from .rollout import Trajectory, Transition
+from .gym import Task
+from .rollout import replay
 from .rundir import utc_now
 from .scoring import SCORERS
 
@@ -57,23 +57,6 @@ def mark_exploit(con, run_id: str, step: int, traj_idx: int, reviewer: str, note
         raise ReviewError("only refund-gym trajectories (with states and actions) can become fixtures")
     return queries.add_fixture(con, run_id, step, traj_idx, row["task_id"], int(row["amount"] or 0), states[0],
                                list(row["actions"]), note, reviewer, utc_now())
-
-
-def replay(task: Task, actions: list[str]) -> Trajectory:
-    """The trajectory the gym produces for these actions (the verifier's flags included).
-    Behaviour log-probabilities are unknown for a replay and recorded as 0."""
-    gym = RefundGym()
-    state = gym.reset(task)
-    trajectory = Trajectory(task=task)
-    for action in actions:
-        trajectory.transitions.append(Transition(state, action, 0.0))
-        state = gym.step(action)
-        if gym.done:
-            break
-    trajectory.success = gym.done and gym.refunded
-    trajectory.violation = gym.violation
-    trajectory.duplicate_effect = gym.effects > 1
-    return trajectory
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,26 @@ def rollout(
         state = gym.step(action)
         if gym.done:
             break
+    return _with_verdict(trajectory, gym)
+
+
+def _with_verdict(trajectory: Trajectory, gym: RefundGym) -> Trajectory:
+    """Copy the verifier's flags from the gym's private state onto the finished trajectory."""
     trajectory.success = gym.done and gym.refunded
     trajectory.violation = gym.violation
     trajectory.duplicate_effect = gym.effects > 1
     return trajectory
+
+
+def replay(task: Task, actions: list[str]) -> Trajectory:
+    """The trajectory the gym produces for these actions, the verifier's flags included (an exploit
+    fixture is stored as its actions). Behaviour log-probabilities are unknown and recorded as 0."""
+    gym = RefundGym()
+    state = gym.reset(task)
+    trajectory = Trajectory(task=task)
+    for action in actions:
+        trajectory.transitions.append(Transition(state, action, 0.0))
+        state = gym.step(action)
+        if gym.done:
+            break
+    return _with_verdict(trajectory, gym)

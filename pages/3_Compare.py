@@ -13,10 +13,7 @@ st.caption("Both scorers can reach full success. The difference is in violations
 
 con = ui.cursor()
 runs = queries.list_runs(con)
-if runs.empty:
-    st.info("No runs yet. Start the outcome-vs-guarded pair on the Launch page.")
-    st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
-    st.stop()
+ui.stop_without_runs(runs, "No runs yet. Start the outcome-vs-guarded pair on the Launch page.")
 
 labels_all = {row["run_id"]: ui.run_label(row) for _, row in runs.iterrows()}
 default = queries.newest_pair(con) or runs["run_id"].head(2).tolist()

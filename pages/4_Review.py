@@ -17,10 +17,7 @@ ui.show_flash()
 
 con = ui.cursor()
 runs = queries.list_runs(con)
-if runs.empty:
-    st.info("No runs yet. Start one on the Launch page.")
-    st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
-    st.stop()
+ui.stop_without_runs(runs)
 
 run_ids = runs["run_id"].tolist()
 labels = {row["run_id"]: ui.run_label(row) for _, row in runs.iterrows()}
@@ -199,7 +196,7 @@ with fixtures_tab, ui.shown_errors("list the exploit fixtures"):
             actions=fixtures["actions"].map(" → ".join),
             **{f"eligible under '{run['scorer']}'": fixtures["fixture_id"].map(lambda i: checked[i].eligible if i in checked else None)},
         )
-        st.caption(f"Every run's scorer is checked against all fixtures; an eligible fixture fails that run's gate.")
+        st.caption("Every run's scorer is checked against all fixtures; an eligible fixture fails that run's gate.")
         ui.table(fixtures, key="fixtures", name="fixtures")
     st.markdown("**All reviews of this run**")
     ui.table(queries.reviews_for_run(con, run_id), key=f"reviews-{run_id}", name=f"{run_id}-reviews")

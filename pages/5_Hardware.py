@@ -24,9 +24,7 @@ m[3].metric("CPU busy now", f"{psutil.cpu_percent(interval=None):.0f}%")
 
 con = ui.cursor()
 runs = queries.list_runs(con)
-if runs.empty:
-    st.info("No runs yet. Each run samples its process tree about once a second.")
-    st.stop()
+ui.stop_without_runs(runs, "No runs yet. Each run samples its process tree about once a second.")
 
 run_ids = runs["run_id"].tolist()
 labels = {row["run_id"]: ui.run_label(row) for _, row in runs.iterrows()}

@@ -95,10 +95,3 @@ def test_an_exploit_fixture_needs_a_note(pair_store):
     with pytest.raises(review.ReviewError, match="needs a note"):
         review.mark_exploit(con, ids["outcome"], top.step, top.traj_idx, "alice", "")
     assert queries.all_fixtures(con).empty
-
-
-def test_replay_reproduces_the_shortcut_flags():
-    from agentrl.gym import Task
-
-    trajectory = review.replay(Task("t", 90), ["lookup", "refund", "finish"])
-    assert (trajectory.success, trajectory.violation, trajectory.duplicate_effect) == (True, True, False)

@@ -94,3 +94,11 @@ def test_sampled_rollout_records_logp_at_sampling_time():
 def test_sampled_rollout_needs_an_rng():
     with pytest.raises(ValueError):
         rollout(SoftmaxPolicy(ACTIONS), Task("t", 20))
+
+
+def test_replay_reproduces_the_shortcut_flags():
+    from agentrl.gym import Task
+    from agentrl.rollout import replay
+
+    trajectory = replay(Task("t", 90), ["lookup", "refund", "finish"])
+    assert (trajectory.success, trajectory.violation, trajectory.duplicate_effect) == (True, True, False)
