@@ -257,3 +257,12 @@ def test_budget_of_a_missing_model_dir_is_one_error_line(tmp_path):
     result = agentrl("budget", "--model", tmp_path / "absent")
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")
+
+
+def test_train_refuses_an_lm_run_whose_budget_does_not_fit_before_writing_anything(tmp_path):
+    config = tmp_path / "too-big.json"
+    config.write_text(json.dumps({"name": "too-big", "kind": "trl", "scorer": "guarded", "lm": {"machine_memory_gb": 0.5}}))
+    result = agentrl("train", "--config", config, "--runs-dir", tmp_path / "runs")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: memory budget does not fit")
+    assert not (tmp_path / "runs").exists()

@@ -311,3 +311,31 @@ def test_hardware_page_shows_memory_and_cpu_of_a_run_and_the_peaks_table(pair_ap
     peaks = at.dataframe[-1].value
     assert set(peaks["run_id"]) == set(ids.values())
     assert (peaks["peak_rss_bytes"] > 10 * 2**20).all()
+
+
+def test_launch_shows_the_lm_budget_and_refuses_a_run_that_cannot_fit(tmp_path, monkeypatch):
+    runs_dir = tmp_path / "runs"
+    monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
+    at = _app("pages/1_Launch.py").run()
+    next(s for s in at.selectbox if s.label == "Preset").set_value("lm-refund-guarded").run()
+    _no_errors(at)
+    budget = next(c.value for c in at.code if "KV cache" in c.value)
+    assert "Python + torch runtime" in budget and "free" in budget
+    memory = next(n for n in at.number_input if n.label.startswith("Machine memory"))
+    memory.set_value(0.5)  # GB: less than the process's runtime alone
+    next(b for b in at.button if b.label == "Start run").click().run()
+    assert not at.exception
+    refusal = [e.value for e in at.error if e.value.startswith("This run cannot start")]
+    assert refusal and "memory budget does not fit" in refusal[0]
+    assert not at.success
+    assert not runs_dir.exists() or [p for p in runs_dir.iterdir() if p.is_dir()] == []
+
+
+def test_launch_refuses_a_missing_model_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "runs"))
+    at = _app("pages/1_Launch.py").run()
+    next(s for s in at.selectbox if s.label == "Preset").set_value("lm-refund-outcome").run()
+    next(t for t in at.text_input if t.label == "Model directory").input(str(tmp_path / "no-model"))
+    next(b for b in at.button if b.label == "Start run").click().run()
+    assert any("does not exist" in e.value for e in at.error)
+    assert not at.success
