@@ -107,7 +107,7 @@ with explore, ui.shown_errors("explore the trajectories"):
                                         "advantage": st.column_config.NumberColumn(format="%+.3f")})
                 if record.get("prompt") or record.get("completion"):
                     with st.expander("Prompt and completion", expanded=True):
-                        st.code(f"{record.get('prompt') or ''}\n{record.get('completion') or ''}", language="text")
+                        st.code(f"{record.get('prompt') or ''}\n{record.get('completion') or ''}", language="text", wrap_lines=True)
             with right:
                 components = record.get("components") or {}
                 st.markdown(f"**Reward {record['reward']:.3f}**")

@@ -61,3 +61,21 @@ def test_each_step_records_its_measured_parallelism(coding_run):
     for (m,) in metrics:
         m = dict(m)
         assert m["sandbox_s"] > 0 and m["score_wall_s"] > 0 and m["workers"] >= 1
+
+
+def test_the_review_page_shows_why_the_test_rewrite_scored_zero(coding_run, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from agentrl.rundir import RUNS_DIR_ENV
+    from helpers import REPO_ROOT
+
+    con, run_id = coding_run
+    runs_dir = con.execute("SELECT run_dir FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
+    monkeypatch.setenv(RUNS_DIR_ENV, str(__import__("pathlib").Path(runs_dir).parent))
+    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=60)
+    at.switch_page("pages/4_Review.py")
+    at.query_params["run"] = run_id
+    at.run()
+    next(s for s in at.selectbox if s.label == "violation").set_value("yes").run()
+    assert not at.exception
+    assert any(m.value.startswith("**Verifier:** refused: protected path tests/") for m in at.markdown)
