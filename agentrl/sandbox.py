@@ -10,7 +10,7 @@ fail, and a short reason a person can read.
 
 These limits bound accidents (a loop, a fork bomb, a runaway allocation, a test that deletes its
 own directory). They are NOT a security boundary: the run shares the kernel, the network and the
-file system of the host (docs/sandbox.md says how to add one).
+file system of the host (the README's "The test sandbox" section says how to add one).
 
 This file is also the launcher each run goes through: `python -I -S sandbox.py --stub CONFIG --
 COMMAND...` (`_stub_main`) makes itself the reaper of everything the command starts, applies the
