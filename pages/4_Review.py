@@ -120,9 +120,11 @@ with explore, ui.shown_errors("explore the trajectories"):
             note = st.text_area("Note", key=f"note-{run_id}-{opened}", placeholder="Required to reject or to mark an exploit.")
             b1, b2, b3 = st.columns(3)
             if b1.button("Approve", type="primary", key=f"approve-{opened}", icon=":material/check:"):
-                with ui.shown_errors("record the approval"):
+                try:
                     review.record_review(svc.con.cursor(), run_id, step, traj_idx, "approve", reviewer, note)
                     ui.flash(f"Approved step {step} #{traj_idx}")  # and redraw, so the table shows it
+                except review.ReviewError as error:
+                    st.error(str(error))
             if b2.button("Reject", key=f"reject-{opened}", icon=":material/close:"):
                 try:
                     review.record_review(svc.con.cursor(), run_id, step, traj_idx, "reject", reviewer, note)

@@ -339,3 +339,17 @@ def test_launch_refuses_a_missing_model_directory(tmp_path, monkeypatch):
     next(b for b in at.button if b.label == "Start run").click().run()
     assert any("does not exist" in e.value for e in at.error)
     assert not at.success
+
+
+def test_review_without_a_reviewer_name_is_refused_with_a_message(pair_app_env):
+    runs_dir, ids = pair_app_env
+    at = _app("pages/4_Review.py")
+    at.query_params["run"] = ids["guarded"]
+    at.run()
+    at.sidebar.text_input(key="reviewer").input("").run()
+    opened = at.selectbox(key="open-trajectory").value
+    at.button(key=f"approve-{opened}").click().run()
+    assert not at.exception
+    assert any(e.value.startswith("enter a reviewer name") for e in at.error)
+    step, idx = map(int, opened.split("/"))
+    assert queries_review_history(runs_dir, ids["guarded"], step, idx) == []
