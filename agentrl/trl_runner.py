@@ -324,33 +324,3 @@ def _write_budget_estimate(config: RunConfig, run_id: str, model_dir: Path, prom
     # In MB, not the table's GB: a tiny model's budget would print as zeros.
     parts = ", ".join(f"{name} {n_bytes / 1e6:.1f} MB" for name, n_bytes in budget.components() if name != "os_reserve")
     log(f"budget estimate: {parts}; run total {budget.run_total / 1e6:.1f} MB, free {budget.free / 1e9:.1f} GB")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m agentrl.trl_runner --config FILE [--runs-dir DIR]`: one LM run in the foreground.
-
-    The same run `python -m agentrl train --config FILE` starts for kind 'trl'; kept so the LM
-    engine can be driven on its own (benchmarks/lm_pair.py).
-    """
-    import argparse
-
-    from .config import load_config_file
-    from .launcher import create_run
-    from .rundir import default_runs_dir, ensure_writable
-
-    parser = argparse.ArgumentParser(prog="python -m agentrl.trl_runner", description=main.__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="a JSON run config of kind 'trl'")
-    parser.add_argument("--runs-dir", help="where runs are stored (default $AGENTRL_RUNS_DIR or runs/)")
-    args = parser.parse_args(argv)
-    config = load_config_file(args.config)
-    if config.kind != "trl":
-        parser.error(f"config kind is {config.kind!r}; this entry point runs kind 'trl' only")
-    run = create_run(ensure_writable(Path(args.runs_dir) if args.runs_dir else default_runs_dir()), config)
-    print(f"run {run.run_id}: trl {config.scorer}, {config.rounds} steps -> {run.root}", flush=True)
-    status = run_trl(config, run, log=lambda message: print(message, flush=True))
-    print(f"run {run.run_id} {status}", flush=True)
-    return 0 if status == "succeeded" else 3
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

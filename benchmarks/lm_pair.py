@@ -7,10 +7,9 @@ against the budget estimate, vetoed rollouts and the veto audit (vetoed rows tha
 must be 0), held-out results at the start and the end, and the sensitive-state distribution
 p(refund | known_high) and p(request_approval | known_high) at step 0 and at the last step.
 
-    .venv/bin/python benchmarks/lm_pair.py [--rounds N] [--via module|cli] [--keep DIR]
+    .venv/bin/python benchmarks/lm_pair.py [--rounds N] [--keep DIR]
 
-`--via cli` (default) starts `python -m agentrl train --config FILE`, as the dashboard's launcher
-does; `--via module` starts `python -m agentrl.trl_runner --config FILE` directly.
+Each run is `python -m agentrl train --config FILE`, as the dashboard's launcher starts it.
 """
 
 from __future__ import annotations
@@ -105,7 +104,6 @@ def summarise(run_root: Path, wall_s: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, help="override the presets' rounds")
-    parser.add_argument("--via", choices=("module", "cli"), default="cli")
     parser.add_argument("--keep", help="keep the runs in this directory instead of a temporary one")
     args = parser.parse_args(argv)
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="lm-pair-"))
@@ -119,10 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             config_path = workdir / f"{name}.json"
             config_path.write_text(json.dumps(values, indent=2))
             runs_dir = workdir / name
-            if args.via == "cli":
-                command = [sys.executable, "-m", "agentrl", "train", "--config", str(config_path), "--runs-dir", str(runs_dir)]
-            else:
-                command = [sys.executable, "-m", "agentrl.trl_runner", "--config", str(config_path), "--runs-dir", str(runs_dir)]
+            # The command the dashboard's launcher runs.
+            command = [sys.executable, "-m", "agentrl", "train", "--config", str(config_path), "--runs-dir", str(runs_dir)]
             log = open(workdir / f"{name}.log", "w")
             started = time.monotonic()
             process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **CHILD_ENV})
