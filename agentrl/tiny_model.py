@@ -2,7 +2,7 @@
 
 Sits before the LM run process (launch -> **run process**): a run of kind 'trl' with no model
 configured loads `default_model_dir()`, a build committed to the repository, so tests and the
-offline demo need no downloads. `python -m agentrl.tiny_model OUT_DIR` rebuilds it.
+offline demo need no downloads. `python -m agentrl build-tiny-model [--out DIR]` rebuilds it.
 
 What `build_tiny_model` does, deterministically for a seed:
 1. renders refund episodes as chat transcripts with TRL's qwen2_5 chat template and the exact
@@ -294,24 +294,3 @@ def _clone_into(model, tokenizer, examples: list[dict], action_token: dict[str, 
         if step % 200 == 0 or step == steps - 1:
             log(f"clone step {step}: loss {loss.item():.4f} ({time.monotonic() - started:.1f}s)")
     model.eval()
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    parser = argparse.ArgumentParser(description="Build the tiny refund LM (tokenizer, model, warm start).")
-    parser.add_argument("out_dir", nargs="?", default=str(MODEL_DIR))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--bc-steps", type=int, default=BC_STEPS)
-    args = parser.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(1)
-    build_tiny_model(args.out_dir, seed=args.seed, bc_steps=args.bc_steps)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
