@@ -266,3 +266,11 @@ def test_train_refuses_an_lm_run_whose_budget_does_not_fit_before_writing_anythi
     assert result.returncode == 2
     assert result.stderr.startswith("error: memory budget does not fit")
     assert not (tmp_path / "runs").exists()
+
+
+def test_build_tiny_model_writes_a_loadable_model_folder(tmp_path):
+    out = tmp_path / "tiny"
+    ok(agentrl("build-tiny-model", "--out", out, "--bc-steps", 2, timeout=300))
+    assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"} <= {p.name for p in out.iterdir()}
+    config = json.loads((out / "config.json").read_text())
+    assert config["hidden_size"] == 64 and config["num_hidden_layers"] == 2
