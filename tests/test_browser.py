@@ -115,6 +115,17 @@ def _step_counter(page) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def _first_step(page, timeout_s: float) -> tuple[int, int] | None:
+    """The step counter once it shows a step past 0, or None after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        counter = _step_counter(page)
+        if counter is not None and counter[0] > 0:
+            return counter
+        time.sleep(0.3)
+    return None
+
+
 @pytest.fixture
 def page(browser, tmp_path):
     """A browser tab that leaves a screenshot behind when its test fails."""
@@ -145,13 +156,7 @@ def test_launch_a_run_and_watch_it_live(dashboard, page, tmp_path):
 
     # A marker in the page's JS state: a full reload would wipe it, a fragment refresh keeps it.
     page.evaluate("window.__agentrl_marker = 42")
-    first = None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and first is None:
-        first = _step_counter(page)
-        if first is None or first[0] == 0:
-            first = None
-            time.sleep(0.3)
+    first = _first_step(page, timeout_s=30)
     assert first is not None, "the step counter never showed a step"
     advanced = first
     deadline = time.monotonic() + 10
@@ -264,13 +269,7 @@ def test_the_lm_pair_launched_from_the_dashboard_runs_live_to_completion(dashboa
     page.get_by_role("link", name="Watch it live").click()
     page.wait_for_url(re.compile(r".*/Live\?run="), timeout=60_000)
 
-    first = None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and first is None:
-        first = _step_counter(page)
-        if first is None or first[0] == 0:
-            first = None
-            time.sleep(0.5)
+    first = _first_step(page, timeout_s=120)
     assert first is not None and first[1] == 60, f"the LM run never showed a step ({first})"
     statuses = []
     deadline = time.monotonic() + 280
