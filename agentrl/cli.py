@@ -207,13 +207,22 @@ def cmd_budget(args: argparse.Namespace) -> int:
 
 
 def cmd_build_tiny_model(args: argparse.Namespace) -> int:
+    from .tiny_model import BC_STEPS, MODEL_DIR, build_tiny_model
+
+    if args.bc_steps is not None and args.bc_steps < 1:
+        raise UsageError(f"--bc-steps must be at least 1, not {args.bc_steps}")
+    out = Path(args.out) if args.out else MODEL_DIR
+    try:  # before a minute of training: a folder that cannot be written is said now
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot create --out {str(out)!r}: {error.strerror or error}") from None
+    if not os.access(out, os.W_OK):
+        raise UsageError(f"--out {str(out)!r} is not writable; choose a folder you can write to")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from .tiny_model import BC_STEPS, MODEL_DIR, build_tiny_model
-
     torch.set_num_threads(1)
-    out = build_tiny_model(args.out or MODEL_DIR, seed=args.seed, bc_steps=args.bc_steps or BC_STEPS)
+    out = build_tiny_model(out, seed=args.seed, bc_steps=args.bc_steps or BC_STEPS)
     print(f"wrote {out}")
     return 0
 

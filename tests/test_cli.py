@@ -274,3 +274,11 @@ def test_build_tiny_model_writes_a_loadable_model_folder(tmp_path):
     assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"} <= {p.name for p in out.iterdir()}
     config = json.loads((out / "config.json").read_text())
     assert config["hidden_size"] == 64 and config["num_hidden_layers"] == 2
+
+
+def test_build_tiny_model_into_a_folder_it_cannot_create_is_one_error_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = agentrl("build-tiny-model", "--out", blocker / "tiny")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: cannot create --out")
