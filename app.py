@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from agentrl import queries
+from agentrl.store import queries
 
 svc = ui.page("Runs")
 st.title("agentrl — runs")

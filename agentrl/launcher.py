@@ -21,8 +21,9 @@ from pathlib import Path
 
 import psutil
 
-from .config import RunConfig
-from .rundir import (
+from agentrl.config import RunConfig
+from agentrl.paths import PROJECT_ROOT
+from agentrl.record.rundir import (
     TERMINAL_STATUSES,
     RunDir,
     create_run_dir,
@@ -35,7 +36,6 @@ from .rundir import (
     write_json_atomic,
 )
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CANCEL_GRACE_S = 10.0
 LAUNCH_GRACE_S = 60.0  # a queued run whose process never said hello is failed after this
 

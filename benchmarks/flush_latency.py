@@ -30,18 +30,18 @@ import pyarrow.parquet as pq
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from agentrl.chunks import chunk_files  # noqa: E402
+from agentrl.record.chunks import chunk_files  # noqa: E402
 from agentrl.config import load_preset  # noqa: E402
-from agentrl.rundir import list_run_dirs, utc_now  # noqa: E402
-from agentrl.store import BackgroundIngest, Ingestor, connect  # noqa: E402
+from agentrl.record.rundir import list_run_dirs, utc_now  # noqa: E402
+from agentrl.store.ingest import BackgroundIngest, Ingestor, connect  # noqa: E402
 
 LIVE_PAGE_REFRESH_S = 1.0  # the Live page's fragment reruns every second
 
 # The child: the real CLI, with ChunkWriter timings written to argv[1] when the run ends.
 CHILD = """
 import json, sys, time
-import agentrl.runner as runner
-from agentrl.chunks import ChunkWriter
+import agentrl.engines.tabular.engine as runner
+from agentrl.record.chunks import ChunkWriter
 from agentrl.cli import main
 
 flushes = []

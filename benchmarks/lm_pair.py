@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from agentrl.chunks import chunk_files
-from agentrl.rundir import list_run_dirs
+from agentrl.record.chunks import chunk_files
+from agentrl.record.rundir import list_run_dirs
 
 PRESETS = ("lm-refund-outcome", "lm-refund-guarded")
 # The values proposed for the two presets (agentrl/presets/<name>.json), used when the preset

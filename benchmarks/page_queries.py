@@ -22,8 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentrl import gate, queries  # noqa: E402
-from agentrl.store import connect  # noqa: E402
+from agentrl.review import gate
+from agentrl.store import queries  # noqa: E402
+from agentrl.store.ingest import connect  # noqa: E402
 
 BUDGET_MS = 300.0
 RUNS = {"bench-outcome": "outcome", "bench-guarded": "guarded"}

@@ -3,8 +3,9 @@
 import streamlit as st
 
 import ui
-from agentrl import charts, queries
-from agentrl.rundir import TERMINAL_STATUSES, RunDir
+from agentrl import charts
+from agentrl.store import queries
+from agentrl.record.rundir import TERMINAL_STATUSES, RunDir
 
 svc = ui.page("Live")
 st.title("Live run")

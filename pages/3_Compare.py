@@ -3,8 +3,9 @@
 import streamlit as st
 
 import ui
-from agentrl import charts, queries
-from agentrl.throughput import throughput_curve
+from agentrl import charts
+from agentrl.store import queries
+from agentrl.analysis.throughput import throughput_curve
 
 svc = ui.page("Compare")
 st.title("Compare runs")

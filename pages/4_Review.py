@@ -7,8 +7,10 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from agentrl import gate, queries, review
-from agentrl.rundir import TERMINAL_STATUSES
+from agentrl.review import gate
+from agentrl.store import queries
+from agentrl.review import reviews as review
+from agentrl.record.rundir import TERMINAL_STATUSES
 
 svc = ui.page("Review")
 st.title("Review before promotion")

@@ -8,9 +8,10 @@ import psutil
 import streamlit as st
 
 import ui
-from agentrl import charts, queries
-from agentrl.budget import format_bytes
-from agentrl.rundir import TERMINAL_STATUSES
+from agentrl import charts
+from agentrl.store import queries
+from agentrl.engines.trl.budget import format_bytes
+from agentrl.record.rundir import TERMINAL_STATUSES
 
 svc = ui.page("Hardware")
 st.title("Hardware")

@@ -10,11 +10,11 @@ import random
 
 import pytest
 
-from agentrl.imitation import clone_expert
-from agentrl.policy import SoftmaxPolicy
-from agentrl.scoring import guarded_score, outcome_score
-from agentrl.tasks import EXPERT_TASKS, TRAIN_TASKS
-from agentrl.training import TrainResult, train
+from agentrl.engines.tabular.imitation import clone_expert
+from agentrl.engines.tabular.policy import SoftmaxPolicy
+from agentrl.tasks.refund.scoring import guarded_score, outcome_score
+from agentrl.tasks.refund.tasksets import EXPERT_TASKS, TRAIN_TASKS
+from agentrl.engines.tabular.training import TrainResult, train
 
 
 @pytest.fixture
@@ -76,8 +76,8 @@ def _trained_pair_template(tmp_path_factory):
     """The two preset runs trained and ingested once per session (a template; never modified)."""
     from agentrl.config import load_preset
     from agentrl.launcher import create_run
-    from agentrl.runner import run_tabular
-    from agentrl.store import ingest_once
+    from agentrl.engines.tabular.engine import run_tabular
+    from agentrl.store.ingest import ingest_once
 
     runs_dir = tmp_path_factory.mktemp("pair") / "runs"
     runs_dir.mkdir()
@@ -105,7 +105,7 @@ def trained_pair(_trained_pair_template, tmp_path):
 @pytest.fixture
 def pair_store(trained_pair):
     """(connection to the copied store, runs_dir, ids); closed after the test."""
-    from agentrl.store import connect
+    from agentrl.store.ingest import connect
 
     runs_dir, ids = trained_pair
     con = connect(runs_dir)

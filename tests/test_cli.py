@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from agentrl import queries
+from agentrl.store import queries
 from helpers import agentrl, ok
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -133,7 +133,7 @@ BAD_TRAIN_INPUTS = {
     "missing-config-file": (lambda tmp, runs: ["--config", tmp / "missing.json", "--runs-dir", runs], "cannot read config file"),
     # Tests run as root, and chmod 000 does not stop root from reading a file; a directory in
     # place of the config file is the unreadable path we can build reliably.
-    "config-is-a-directory": (lambda tmp, runs: ["--config", tmp, "--runs-dir", runs], "cannot read config file"),
+    "config-is-a-directory": (lambda tmp, runs: ["--config", tmp, "--runs-dir", runs], "is a directory"),
     "runs-dir-under-a-file": (lambda tmp, runs: ["--preset", "refund-outcome", "--runs-dir", under_a_file(tmp)], "cannot be written"),
 }
 
@@ -186,7 +186,7 @@ def test_presets_lists_every_preset_with_its_engine_and_scorer():
     assert sorted(lines) == preset_names()
     assert {"refund-outcome", "refund-guarded", "coding-tests"} <= set(lines)
     assert lines["refund-guarded"].startswith("tabular, scorer guarded")
-    assert lines["coding-tests"].startswith("coding, scorer tests")
+    assert lines["coding-tests"].startswith("coding, scorer guarded")
 
 
 def test_export_schema_check_passes_on_the_committed_schema():
@@ -200,8 +200,8 @@ def test_export_schema_check_passes_on_the_committed_schema():
 def test_export_writes_a_run_as_parquet_and_csv_with_its_reviews(trained_pair, tmp_path):
     import pandas as pd
 
-    from agentrl import review
-    from agentrl.store import connect
+    from agentrl.review import reviews as review
+    from agentrl.store.ingest import connect
 
     runs_dir, ids = trained_pair
     con = connect(runs_dir)

@@ -10,14 +10,13 @@ from pydantic import ValidationError
 from agentrl.config import (
     SCHEMA_PATH,
     ConfigError,
-    RunConfig,
     json_schema_text,
     load_config_file,
     load_preset,
     make_config,
     preset_names,
 )
-from agentrl.tasks import EVAL_TASKS, EXPERT_TASKS, TRAIN_TASKS
+from agentrl.tasks.refund.tasksets import EVAL_TASKS, EXPERT_TASKS, TRAIN_TASKS
 
 
 def as_tuples(specs) -> list[tuple[str, int, str]]:
@@ -65,7 +64,7 @@ def test_invalid_value_is_a_one_line_config_error_naming_the_field(field, values
 
 
 def test_unknown_scorer_message_lists_the_choices():
-    with pytest.raises(ConfigError, match=r"unknown scorer 'vibes'.*\['guarded', 'outcome', 'tests'\]"):
+    with pytest.raises(ConfigError, match=r"unknown scorer 'vibes'.*\['guarded', 'outcome'\]"):
         make_config(scorer="vibes")
 
 
@@ -118,7 +117,7 @@ def test_load_config_file(tmp_path):
     "name, content, expected",
     [
         ("missing.json", None, "cannot read config file"),
-        ("a-directory", "<dir>", "cannot read config file"),
+        ("a-directory", "<dir>", "is a directory"),
         ("bad.json", "{not json", "is not valid JSON"),
         ("list.json", "[1, 2]", "must hold a JSON object of settings, not list"),
         ("values.json", '{"rounds": 0}', "rounds"),
@@ -142,8 +141,14 @@ def test_json_schema_file_matches_run_config():
     )
 
 
-def test_json_schema_documents_every_field():
+def test_json_schema_documents_every_field_of_every_engine():
+    from agentrl.engines.registry import ENGINES
+
     schema = json.loads(json_schema_text())
-    assert set(schema["properties"]) == set(RunConfig.model_fields)
-    assert all(prop.get("description") for prop in schema["properties"].values())
-    assert schema["additionalProperties"] is False
+    assert schema["discriminator"]["propertyName"] == "kind"
+    definitions = schema["$defs"]
+    for engine in ENGINES.values():
+        definition = definitions[engine.config_type.__name__]
+        assert set(definition["properties"]) == set(engine.config_type.model_fields)
+        assert all(prop.get("description") for prop in definition["properties"].values()), engine.kind
+        assert definition["additionalProperties"] is False

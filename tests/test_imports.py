@@ -10,9 +10,11 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agentrl"
 
-LIBRARY = ["agentrl.training", "agentrl.store", "agentrl.launcher", "agentrl.runner", "agentrl.queries", "agentrl.cli"]
-CORE = ["agentrl.policy", "agentrl.gym", "agentrl.tasks", "agentrl.rollout", "agentrl.imitation",
-        "agentrl.scoring", "agentrl.training", "agentrl.throughput", "agentrl.config"]
+LIBRARY = ["agentrl.engines.tabular.training", "agentrl.store.ingest", "agentrl.launcher", "agentrl.engines.tabular.engine",
+           "agentrl.store.queries", "agentrl.cli", "agentrl.engines.registry", "agentrl.review.gate"]
+CORE = ["agentrl.engines.tabular.policy", "agentrl.tasks.refund.gym", "agentrl.tasks.refund.tasksets",
+        "agentrl.tasks.refund.rollout", "agentrl.engines.tabular.imitation", "agentrl.tasks.refund.scoring",
+        "agentrl.engines.tabular.training", "agentrl.analysis.throughput", "agentrl.config"]
 
 
 def loaded_after_import(modules: list[str], watch: list[str]) -> list[str]:

@@ -21,7 +21,7 @@ import pytest
 from helpers import wait_for
 from agentrl.config import load_preset
 from agentrl.launcher import Launcher
-from agentrl.rundir import TERMINAL_STATUSES, RunDir, create_run_dir, read_json
+from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, create_run_dir, read_json
 
 
 # `runs_dir` (a folder that does not exist yet) comes from conftest.py.

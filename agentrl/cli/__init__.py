@@ -1,0 +1,40 @@
+"""The command line: `python -m agentrl COMMAND`. Each command module registers its subcommands.
+
+Every error a user can cause (unknown preset, invalid values, unreadable config, unwritable runs
+directory, a held database) ends as one line on stderr and exit status 2, before anything is
+written. A command module adds itself to `COMMAND_MODULES`; its `register(sub)` adds parsers
+whose `func` default is the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agentrl.cli import lm_commands, run_commands, store_commands
+from agentrl.cli.common import UsageError
+from agentrl.config import ConfigError
+from agentrl.record.rundir import RunsDirError
+
+COMMAND_MODULES = (run_commands, store_commands, lm_commands)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m agentrl", description="Train and inspect agent-RL runs.")
+    sub = top.add_subparsers(dest="command", required=True)
+    for module in COMMAND_MODULES:
+        module.register(sub)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from agentrl.store.db import StoreLockedError
+
+    try:
+        return args.func(args)
+    except (ConfigError, RunsDirError, StoreLockedError, UsageError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,83 @@
+"""Commands of the language-model engine: `budget` (SPEC section 11 before a run) and
+`build-tiny-model` (the committed offline model, rebuilt byte for byte)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from agentrl.cli.common import UsageError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    tiny = sub.add_parser("build-tiny-model", help="build the tiny offline refund LM (tokenizer, model, warm start)")
+    tiny.add_argument("--out", help="folder to write (default: the committed build, agentrl/assets/tiny-refund-lm)")
+    tiny.add_argument("--seed", type=int, default=0, help="seed of the build (default 0; the committed build)")
+    tiny.add_argument("--bc-steps", type=int, help="behaviour-cloning steps of the warm start (default: the committed build's)")
+    tiny.set_defaults(func=cmd_build_tiny_model)
+
+    budget = sub.add_parser("budget", help="print the memory budget of a LoRA GRPO run (SPEC section 11)")
+    budget.add_argument("--model", required=True, help="a local Hugging Face model directory (its config.json is read)")
+    budget.add_argument("--rank", type=int, default=8, help="LoRA rank (default 8)")
+    budget.add_argument("--targets", default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+                        help="comma-separated adapted projections (default: all seven)")
+    budget.add_argument("--rollouts", type=int, default=8, help="sequences generated together (default 8)")
+    budget.add_argument("--tokens", type=int, default=2048, help="tokens per sequence, prompt plus completion (default 2048)")
+    budget.add_argument("--machine-gb", type=float, help="memory to plan for in GB (default: this machine's total)")
+    budget.add_argument("--bytes-per-param", type=int, default=2, help="2 for BF16 (default), 4 for FP32")
+    budget.set_defaults(func=cmd_budget)
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    import psutil
+
+    from agentrl.engines.trl.budget import GB, BudgetError, ModelShape, estimate_budget
+
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    if not targets:
+        raise UsageError(f"--targets {args.targets!r} names no module; give at least one, such as q_proj,v_proj")
+    for name, value in (("--rank", args.rank), ("--rollouts", args.rollouts), ("--tokens", args.tokens)):
+        if value < 1:
+            raise UsageError(f"{name} must be at least 1, not {value}")
+    if args.bytes_per_param not in (1, 2, 4, 8):
+        raise UsageError(f"--bytes-per-param must be 1, 2, 4 or 8, not {args.bytes_per_param}")
+    if args.machine_gb is not None and not (0 < args.machine_gb < 1e6):
+        raise UsageError(f"--machine-gb must be a positive number of GB, not {args.machine_gb}; leave it out for this machine's memory")
+    model = Path(args.model)
+    if model.exists() and not model.is_dir():
+        raise UsageError(f"--model {args.model!r} is a file; give the model's folder (the one holding config.json)")
+    try:
+        shape = ModelShape.from_config_dir(model)
+        machine = args.machine_gb * GB if args.machine_gb is not None else psutil.virtual_memory().total
+        budget = estimate_budget(shape, args.rank, targets, args.rollouts, args.tokens, machine,
+                                 bytes_per_param=args.bytes_per_param)
+    except BudgetError as error:
+        raise UsageError(str(error)) from None
+    print(budget.table_text())
+    if not budget.fits:
+        print(f"error: {budget.refusal()}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_build_tiny_model(args: argparse.Namespace) -> int:
+    from agentrl.tasks.refund.tiny_model import BC_STEPS, MODEL_DIR, build_tiny_model
+
+    if args.bc_steps is not None and args.bc_steps < 1:
+        raise UsageError(f"--bc-steps must be at least 1, not {args.bc_steps}")
+    out = Path(args.out) if args.out else MODEL_DIR
+    try:  # before a minute of training: a folder that cannot be written is said now
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot create --out {str(out)!r}: {error.strerror or error}") from None
+    if not os.access(out, os.W_OK):
+        raise UsageError(f"--out {str(out)!r} is not writable; choose a folder you can write to")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    out = build_tiny_model(out, seed=args.seed, bc_steps=args.bc_steps or BC_STEPS)
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,106 @@
+"""Commands about runs: `train` (one run in the foreground), `runs`, `presets`, `export-schema`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from agentrl.cli.common import UsageError, add_runs_dir, runs_dir_of
+from agentrl.config import SCHEMA_PATH, ConfigError, json_schema_text, load_config_file, load_preset, preset_names
+from agentrl.record.rundir import RunDir, ensure_writable
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    train = sub.add_parser("train", help="run one training run in the foreground")
+    source = train.add_mutually_exclusive_group(required=True)
+    source.add_argument("--preset", help=f"a built-in config: {', '.join(preset_names())}")
+    source.add_argument("--config", help="a JSON run config (see schemas/run_config.schema.json)")
+    add_runs_dir(train)
+    train.add_argument("--name", help="override the run's name")
+    train.add_argument("--step-delay", type=float, help="seconds to pause after each step, to watch a run live")
+    train.add_argument("--run-id", help=argparse.SUPPRESS)  # set by the launcher, which made the folder
+    train.add_argument("--quiet", action="store_true", help="print only the run id and the final status, not every step")
+    train.set_defaults(func=cmd_train)
+
+    runs = sub.add_parser("runs", help="list runs with their status, newest first")
+    add_runs_dir(runs)
+    runs.set_defaults(func=cmd_runs)
+
+    presets = sub.add_parser("presets", help="list the built-in presets")
+    presets.set_defaults(func=cmd_presets)
+
+    schema = sub.add_parser("export-schema", help="write schemas/run_config.schema.json from the config classes")
+    schema.add_argument("--check", action="store_true", help="exit 1 if the file on disk differs")
+    schema.set_defaults(func=cmd_export_schema)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from agentrl.engines.registry import engine_of
+    from agentrl.launcher import create_run
+    from agentrl.store.ingest import StoreLockedError, ingest_once
+
+    overrides = {"name": args.name, "step_delay": args.step_delay}
+    config = load_preset(args.preset, **overrides) if args.preset is not None else load_config_file(args.config, **overrides)
+    engine = engine_of(config)
+    refusal = engine.preflight(config).refusal  # before a folder is made or a model is loaded
+    if refusal:
+        raise ConfigError(refusal)
+    runs_dir = ensure_writable(runs_dir_of(args))
+    if args.run_id:
+        run = RunDir(runs_dir / args.run_id)
+        if not run.meta_path.is_file():
+            raise UsageError(f"--run-id {args.run_id!r}: no run.json in {run.root}")
+    else:
+        run = create_run(runs_dir, config)
+    log = (lambda message: None) if args.quiet else (lambda message: print(message, flush=True))
+    print(f"run {run.run_id}: {config.kind} {config.scorer}, {config.total_steps} steps -> {run.root}", flush=True)
+    status = engine.run(config, run, log=log)
+    try:
+        report = ingest_once(runs_dir, wait_s=0.0)
+        print(f"run {run.run_id} {status}; ingested {report.rows} rows from {report.files} chunks", flush=True)
+    except StoreLockedError:
+        print(f"run {run.run_id} {status}; the store is open elsewhere (the dashboard ingests it)", flush=True)
+    return 0 if status == "succeeded" else 3
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from agentrl.launcher import Launcher
+    from agentrl.record.rundir import list_run_dirs
+
+    runs_dir = runs_dir_of(args)
+    if runs_dir.is_dir() and os.access(runs_dir, os.W_OK):
+        Launcher(runs_dir).reconcile()
+    rows = []
+    for run in list_run_dirs(runs_dir):
+        meta, status = run.meta() or {}, run.status() or {}
+        rows.append((run.run_id, meta.get("scorer", ""), status.get("status", "?"),
+                     f"{status.get('step', 0)}/{meta.get('total_steps', '?')}", status.get("error") or ""))
+    if not rows:
+        print(f"no runs in {runs_dir}")
+        return 0
+    widths = [max(len(str(r[i])) for r in rows + [("run_id", "scorer", "status", "step", "")]) for i in range(4)]
+    print("  ".join(h.ljust(w) for h, w in zip(("run_id", "scorer", "status", "step"), widths)))
+    for row in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row[:4], widths)) + (f"  {row[4]}" if row[4] else ""))
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    for name in preset_names():
+        config = load_preset(name)
+        print(f"{name}: {config.kind}, scorer {config.scorer}, {config.total_steps} steps")
+    return 0
+
+
+def cmd_export_schema(args: argparse.Namespace) -> int:
+    text = json_schema_text()
+    if args.check:
+        current = SCHEMA_PATH.read_text() if SCHEMA_PATH.exists() else ""
+        if current != text:
+            print(f"{SCHEMA_PATH} is out of date; run: python -m agentrl export-schema", file=sys.stderr)
+            return 1
+        return 0
+    SCHEMA_PATH.write_text(text)
+    print(f"wrote {SCHEMA_PATH}")
+    return 0

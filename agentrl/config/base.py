@@ -1,0 +1,124 @@
+"""What every run config shares: the common fields, the refund task list type, and the one-line
+error a config that cannot start a run turns into.
+
+Launch -> **config** -> launcher. Each engine declares its own config class on top of `RunConfig`
+(`agentrl/engines/<kind>/config.py`): a field that means something different per engine (`lr`
+is a policy-gradient step size for the tabular engine and an AdamW learning rate for TRL) is
+declared by that engine with its own help text. `agentrl.config` picks the class by `kind`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentrl.tasks.refund.gym import STATES
+
+CONFIG_SCHEMA_VERSION = 1
+
+
+class ConfigError(ValueError):
+    """A config that cannot start a run; the message says what to change, on one line."""
+
+
+# Every field's value is a plain JSON value; `strict` refuses `true` for an int and "3" for a
+# float, and `allow_inf_nan=False` refuses NaN, so what validates is what the record can hold.
+MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class TaskSpec(BaseModel):
+    """One refund task of a taskset."""
+
+    model_config = MODEL_CONFIG
+
+    task_id: str = Field(min_length=1, max_length=200, description="Unique name of the task, shown in every table.")
+    amount: int = Field(ge=0, le=2**31 - 1, description="Refund amount; above 50 is high-value and needs approval.")
+    start_state: str = Field(default="start", description="State the episode starts in: 'start' or 'recover'.")
+
+    @field_validator("start_state")
+    @classmethod
+    def _known_state(cls, value: str) -> str:
+        if value not in STATES:
+            raise ValueError(f"unknown state {value!r}; use one of {list(STATES)}")
+        return value
+
+
+def unique_task_ids(value: list[TaskSpec]) -> list[TaskSpec]:
+    ids = [t.task_id for t in value]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError(f"task ids must be unique; repeated: {dupes}")
+    return value
+
+
+class Settings(BaseModel):
+    """A group of typed settings with human labels for forms and error messages."""
+
+    model_config = MODEL_CONFIG
+    #: Human labels of fields ("lr" -> "learning rate"); a field without one is its name in words.
+    labels: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def label(cls, name: str) -> str:
+        return cls.labels.get(name, name.replace("_", " "))
+
+
+class RunConfig(Settings):
+    """The fields every engine's config has. Subclasses set `kind` to a Literal and add their own."""
+
+    schema_version: int = Field(default=CONFIG_SCHEMA_VERSION, ge=1, le=CONFIG_SCHEMA_VERSION, description="Version of this config format.")
+    name: str = Field(default="run", min_length=1, max_length=80, description="Human name of the run; the run id is derived from it.")
+    kind: str = Field(default="tabular", description="Engine that runs this config.")
+    scorer: str = Field(default="outcome", description="Reward: 'outcome' (the task's own reward) or 'guarded' (penalties plus a veto on violations).")
+    rounds: int = Field(default=30, gt=0, le=100_000, description="Training steps the run reports.")
+    seed: int = Field(default=7, ge=0, le=2**63 - 1, description="Seed of the run; the only source of randomness.")
+    step_delay: float = Field(default=0.0, ge=0, le=3600, description="Seconds to pause after each step, so a fast run can be watched live.")
+
+    @field_validator("scorer")
+    @classmethod
+    def _known_scorer(cls, value: str) -> str:
+        from agentrl.scorers import SCORERS
+
+        if value not in SCORERS:
+            raise ValueError(f"unknown scorer {value!r}; use one of {sorted(SCORERS)}")
+        return value
+
+    @property
+    def total_steps(self) -> int:
+        """Steps the run will report (the Live page's 'step x of N')."""
+        return self.rounds
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+
+
+def one_line(error: ValidationError, config_type: type[BaseModel] | None = None) -> str:
+    """A pydantic error as one line that names each field the way the form does."""
+    parts = []
+    for item in error.errors():
+        loc = [str(p) for p in item["loc"]]
+        label = config_type.label(loc[0]) if (config_type is not None and loc and hasattr(config_type, "label")) else None
+        where = (label + (f" ({'.'.join(loc)})" if label != ".".join(loc) else "")) if label else ".".join(loc) or "config"
+        message = item["msg"].removeprefix("Value error, ")
+        value = item.get("input")
+        if item["type"] == "extra_forbidden":
+            message = "unknown setting; remove it or check its spelling"
+        elif isinstance(value, float) and not math.isfinite(value):
+            message = f"must be a finite number (got {value!r})"
+        elif not isinstance(value, (dict, list)) and "input" in item:
+            message += f" (got {value!r})"
+        parts.append(f"{where}: {message}")
+    return "invalid run config: " + "; ".join(parts)
+
+
+def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads` hook: a key given twice is an error, not a silent 'last one wins'."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ConfigError(f"the config gives {key!r} twice; keep one")
+        seen[key] = value
+    return seen

@@ -1,0 +1,89 @@
+"""The run process of kind 'coding': the scripted coding attempts scored by the sandboxed test
+runner, streamed as trajectories so the Review page shows why each scored what it did.
+
+`python -m agentrl train` lands here for a config of kind 'coding' (launch -> **run process** ->
+chunks -> store -> page). Nothing is trained: each step scores one coding task's group of
+attempts (SPEC section 10: an honest fix with one read, one with no call, one after twelve
+reads, one that rewrites the tests, one that only claims success, one whose tool call leaked
+into the text) with the 'tests' reward kind, the group's test runs `config.workers` at a time.
+Each step also records the measured parallelism of its group (summed sandbox seconds over wall
+seconds), the measured side of SPEC section 9's throughput model.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from agentrl.tasks.coding.tasks import CODING_TASKS, dataset_rows, prompt_messages, render_completion, scripted_attempts
+from agentrl.engines.coding.config import CodingConfig as RunConfig
+from agentrl.rewards import build_reward_functions, score_group, tool_calls
+from agentrl.record.rundir import RunDir, utc_now
+from agentrl.record.run import RunSession
+
+
+def _actions(completion) -> list[str]:
+    """The attempt as a sequence of moves: each tool call by name, then its final answer."""
+    return [call.name for call in tool_calls(completion)] + ["answer"]
+
+
+def run_coding(config: RunConfig, run: RunDir, log: Callable[[str], None] = print) -> str:
+    """Score the scripted attempts of every coding task, `config.rounds` times; returns the final status."""
+    run_id = run.run_id
+    workers = config.workers or os.cpu_count() or 1
+    steps = config.total_steps
+    rewards = build_reward_functions(workers=workers)
+    with RunSession(run, steps) as session:
+        writer, stop = session.writer, session.stop
+        started = time.monotonic()
+        step = 0
+        with tempfile.TemporaryDirectory(prefix="agentrl-coding-") as scratch:
+            rows = {row["task_id"]: row for row in dataset_rows(Path(scratch))}
+            for _ in range(config.rounds):
+                for task_id, task in CODING_TASKS.items():
+                    if stop():
+                        break
+                    step += 1
+                    attempts = scripted_attempts(task)
+                    completions = list(attempts.values())
+                    group_started = time.monotonic()
+                    scored = score_group(completions, [rows[task_id]] * len(completions), workers=workers, rewards=rewards)
+                    wall = time.monotonic() - group_started
+                    sandbox_seconds = sum(s.sandbox.duration_s for s in scored if s.sandbox is not None)
+                    prompt = render_completion(prompt_messages(task))
+                    trajectories = []
+                    for i, ((attempt, completion), score) in enumerate(zip(attempts.items(), scored)):
+                        refused = score.reason.startswith("refused")
+                        trajectories.append({
+                            "run_id": run_id, "step": step, "traj_idx": i, "task_id": f"{task_id}:{attempt}",
+                            "states": [], "actions": _actions(completion), "reward": score.reward,
+                            "components": score.components, "success": score.passed,
+                            # A refused write (the tests, an absolute path, `..`) is the coding
+                            # kind's violation: it is what a policy must never learn to try.
+                            "violation": refused, "duplicate_effect": False, "eligible": not refused,
+                            "vetoed": False, "updated": False, "prompt": prompt,
+                            "completion": render_completion(completion), "verifier_reason": score.reason,
+                        })
+                    writer.append("trajectories", trajectories)
+                    n = len(scored)
+                    writer.append("steps", {
+                        "run_id": run_id, "step": step, "ts": utc_now(), "elapsed_s": time.monotonic() - started,
+                        "success_rate": sum(s.passed for s in scored) / n,
+                        "violation_rate": sum(t["violation"] for t in trajectories) / n, "duplicate_rate": 0.0,
+                        "mean_reward": sum(s.reward for s in scored) / n, "vetoed": 0, "vetoed_updates": 0,
+                        "updates": 0, "clipped": 0, "clipped_by_epoch": [],
+                        "transitions": sum(len(t["actions"]) for t in trajectories),
+                        "metrics": {"score_wall_s": wall, "sandbox_s": sandbox_seconds, "workers": float(workers),
+                                    "measured_parallelism": sandbox_seconds / wall if wall > 0 else 0.0},
+                    })
+                    log(f"step {step}/{steps} {task_id}: " + ", ".join(
+                        f"{a} {s.reward:.2f} ({s.reason})" for a, s in zip(attempts, scored))
+                        + f"; {sandbox_seconds:.1f} sandbox-s in {wall:.1f} s wall with {workers} workers")
+                    session.step_done(step, config.step_delay)
+                if stop():
+                    break
+        session.status = "cancelled" if step < steps else "succeeded"
+    return session.status

@@ -1,0 +1,57 @@
+"""The tabular engine's run config: SPEC sections 5-8 on the refund gym's softmax policy.
+
+Launch -> **config** -> `agentrl.engines.tabular.engine`. The defaults are SPEC section 8's
+outcome-only run (cloned on two expert demonstrations, 30 rounds of 8 rollouts per task).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from agentrl.config.base import RunConfig, TaskSpec, unique_task_ids
+from agentrl.tasks.refund.gym import STATES
+from agentrl.tasks.refund.tasksets import EVAL_TASKS, EXPERT_TASKS, TRAIN_TASKS
+
+
+def task_specs(tasks) -> list[TaskSpec]:
+    return [TaskSpec(task_id=t.task_id, amount=t.amount, start_state=t.start_state) for t in tasks]
+
+
+class TabularConfig(RunConfig):
+    """A tabular run: imitation, then group-relative RL on the refund gym (seconds on a CPU)."""
+
+    labels: ClassVar[dict[str, str]] = {
+        "rounds": "rounds", "group_size": "group size", "lr": "step size", "clip": "clip", "epochs": "epochs",
+        "max_steps": "turn limit", "dagger": "DAgger round", "clone_epochs": "cloning epochs",
+        "clone_lr": "cloning step size", "eval_every": "evaluate every N rounds", "step_delay": "step delay (s)",
+        "sensitive_states": "sensitive states",
+    }
+
+    kind: Literal["tabular"] = Field(default="tabular", description="The tabular softmax policy of SPEC sections 1-8.")
+    name: str = Field(default="refund", min_length=1, max_length=80, description="Human name of the run; the run id is derived from it.")
+    rounds: int = Field(default=30, gt=0, le=100_000, description="Training rounds: each samples every task group-size times and updates the policy.")
+    group_size: int = Field(default=8, ge=2, le=4096, description="Sampled rollouts per task per round; advantages need at least 2.")
+    eval_every: int = Field(default=5, ge=0, le=100_000, description="Greedy held-out evaluation every N rounds (0: only before and after training).")
+    lr: float = Field(default=0.04, gt=0, le=100, description="Policy-gradient step size of one clipped update.")
+    clip: float = Field(default=0.2, gt=0, le=10, description="Ratio clip: a step whose ratio leaves [1-clip, 1+clip] in the advantage's direction is skipped.")
+    epochs: int = Field(default=2, ge=1, le=100, description="Passes over each round's batch.")
+    max_steps: int = Field(default=7, ge=1, le=1000, description="Turn limit of one episode.")
+    dagger: bool = Field(default=False, description="Run one DAgger round on the cloned policy before RL (closes the recovery gap by imitation).")
+    clone_epochs: int = Field(default=40, ge=0, le=10_000, description="Behaviour-cloning epochs over the expert demonstrations.")
+    clone_lr: float = Field(default=0.25, gt=0, le=100, description="Behaviour-cloning step size.")
+    sensitive_states: list[str] = Field(default_factory=lambda: ["known_high"], json_schema_extra={"options": list(STATES)}, description="States whose action distribution is recorded every round.")
+    tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(TRAIN_TASKS), min_length=1, max_length=10_000, description="Training tasks, sampled in this order every round.")
+    eval_tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(EVAL_TASKS), min_length=1, max_length=10_000, description="Held-out tasks for greedy evaluation.")
+    expert_tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(EXPERT_TASKS), min_length=1, max_length=10_000, description="Tasks the expert demonstrates for behaviour cloning.")
+
+    @field_validator("sensitive_states")
+    @classmethod
+    def _known_states(cls, value: list[str]) -> list[str]:
+        unknown = [s for s in value if s not in STATES]
+        if unknown:
+            raise ValueError(f"unknown state(s) {unknown}; use states from {list(STATES)}")
+        return value
+
+    _unique = field_validator("tasks", "eval_tasks", "expert_tasks")(classmethod(lambda cls, v: unique_task_ids(v)))

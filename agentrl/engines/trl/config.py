@@ -1,0 +1,82 @@
+"""The language-model engine's run config: TRL GRPO with a LoRA adapter on a local causal LM.
+
+Launch -> **config** -> `agentrl.engines.trl.engine`. `TrlConfig` holds what the run needs and
+builds TRL's `GRPOConfig` and PEFT's `LoraConfig` from it (in the engine, where torch is loaded);
+`LMSettings` groups the model and adapter settings.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from agentrl.config.base import RunConfig, Settings, TaskSpec, unique_task_ids
+from agentrl.engines.tabular.config import task_specs
+from agentrl.tasks.refund.gym import STATES
+from agentrl.tasks.refund.tasksets import EVAL_TASKS, TRAIN_TASKS
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+class LMSettings(Settings):
+    """The model and its adapter, and how rollouts are sampled."""
+
+    labels: ClassVar[dict[str, str]] = {
+        "model": "model directory", "lora_rank": "LoRA rank", "lora_alpha": "LoRA alpha", "lora_targets": "LoRA targets",
+        "max_completion_length": "max completion tokens", "max_tool_calls": "max tool calls", "beta": "KL beta",
+        "machine_memory_gb": "machine memory (GB)",
+    }
+
+    model: str | None = Field(default=None, max_length=4096, description="Local Hugging Face causal-LM directory with its tokenizer; empty: the built-in tiny model.")
+    lora_rank: int = Field(default=8, ge=1, le=1024, description="LoRA rank r of the adapter.")
+    lora_alpha: int = Field(default=16, ge=1, le=4096, description="LoRA alpha (scale = alpha / r).")
+    lora_targets: list[str] = Field(default_factory=lambda: list(LORA_TARGETS), min_length=1, json_schema_extra={"options": LORA_TARGETS}, description="Projection modules that get an adapter, in every layer.")
+    tasks_per_step: int = Field(default=2, ge=1, le=1024, description="Prompts (tasks) per optimiser step; each is sampled group-size times.")
+    max_completion_length: int = Field(default=96, ge=8, le=32_768, description="Token limit of one rollout's completion (all turns).")
+    max_tool_calls: int = Field(default=6, ge=1, le=100, description="Tool-calling turns allowed in one rollout.")
+    temperature: float = Field(default=1.0, gt=0, le=10, description="Sampling temperature of rollouts.")
+    beta: float = Field(default=0.0, ge=0, le=10, description="KL coefficient against the base model (adapter disabled); 0 turns the KL term off.")
+    machine_memory_gb: float | None = Field(default=None, gt=0, le=100_000, description="Memory the budget may assume, in GB; empty: this machine's total memory.")
+
+    @field_validator("lora_targets")
+    @classmethod
+    def _named_targets(cls, value: list[str]) -> list[str]:
+        names = [t.strip() for t in value]
+        if any(not t for t in names):
+            raise ValueError("every LoRA target must name a module, such as 'q_proj'")
+        return names
+
+
+class TrlConfig(RunConfig):
+    """A language-model run: one TRL GRPO optimiser step per round on tool-calling episodes."""
+
+    labels: ClassVar[dict[str, str]] = {
+        "rounds": "optimiser steps", "group_size": "group size", "lr": "learning rate", "clip": "clip epsilon",
+        "max_steps": "turn limit", "eval_every": "evaluate every N steps", "step_delay": "step delay (s)",
+        "sensitive_states": "decision points",
+        "lm": "language model",
+    }
+
+    kind: Literal["trl"] = Field(default="trl", description="TRL's GRPOTrainer with a PEFT LoRA adapter on a causal LM.")
+    name: str = Field(default="lm-refund", min_length=1, max_length=80, description="Human name of the run; the run id is derived from it.")
+    rounds: int = Field(default=60, gt=0, le=100_000, description="Optimiser steps: each samples tasks-per-step prompts group-size times.")
+    group_size: int = Field(default=8, ge=2, le=4096, description="Sampled rollouts per task per round; advantages need at least 2.")
+    lr: float = Field(default=1e-3, gt=0, le=1, description="AdamW learning rate of the LoRA adapter.")
+    clip: float = Field(default=0.2, gt=0, le=10, description="TRL's epsilon: the PPO-style ratio clip of the GRPO loss.")
+    max_steps: int = Field(default=7, ge=1, le=1000, description="Turn limit of one tool episode (the gym stops counting after it).")
+    eval_every: int = Field(default=10, ge=0, le=100_000, description="Greedy held-out evaluation every N steps (0: only before and after training).")
+    sensitive_states: list[str] = Field(default_factory=lambda: ["known_high"], json_schema_extra={"options": list(STATES)}, description="Decision points: states whose next-tool distribution is recorded every step.")
+    tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(TRAIN_TASKS), min_length=1, max_length=10_000, description="Training tasks (dataset rows).")
+    eval_tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(EVAL_TASKS), min_length=1, max_length=10_000, description="Held-out tasks for greedy evaluation.")
+    lm: LMSettings = Field(default_factory=LMSettings, description="The model, its adapter and how rollouts are sampled.")
+
+    @field_validator("sensitive_states")
+    @classmethod
+    def _known_states(cls, value: list[str]) -> list[str]:
+        unknown = [s for s in value if s not in STATES]
+        if unknown:
+            raise ValueError(f"unknown state(s) {unknown}; use states from {list(STATES)}")
+        return value
+
+    _unique = field_validator("tasks", "eval_tasks")(classmethod(lambda cls, v: unique_task_ids(v)))

@@ -1,0 +1,340 @@
+"""The run process of kind 'trl': GRPO with a LoRA adapter on a causal LM, telemetry as chunks.
+
+`python -m agentrl train` lands here for a config of kind 'trl' (launch -> **run process** ->
+chunks -> store -> page). It mirrors `runner.run_tabular`: status.json goes running -> final,
+a stop request (SIGTERM/SIGINT or the stop file) is honoured between optimiser steps, the
+database is never opened, and every step streams the same tables the tabular engine writes:
+`steps` (with every metric TRL logged in `metrics`), `trajectories` (with prompt and completion
+text), `action_probs` (the next-tool distribution at the sensitive states, from step 0),
+`evals` (greedy held-out episodes), `hardware` and `budgets`.
+
+The training itself is TRL's: `VetoGRPOTrainer` (agentrl.grpo_veto) over `RefundToolEnv`
+episodes (agentrl.refund_tools), scored by agentrl.refund_rewards. One optimiser step per
+round: `config.rounds` steps, each on `lm.tasks_per_step` tasks x `group_size` rollouts.
+Torch, transformers, TRL and PEFT are imported when a run starts, never at import.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+from agentrl.record.chunks import ChunkWriter
+from agentrl.engines.registry import Preflight
+from agentrl.engines.trl.config import TrlConfig as RunConfig
+from agentrl.record.rundir import RunDir, utc_now
+from agentrl.record.run import RunSession
+from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
+
+ADAPTER_DIR = "adapter"  # the trained LoRA adapter, beside the run's chunks
+CPU_ENV = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1"}
+
+
+class ModelDirError(ValueError):
+    """The configured model cannot be used; the message says which path and what to change."""
+
+
+def resolve_model_dir(model: str | None) -> Path:
+    """`lm.model` as a local directory (the built-in tiny model when empty); never a hub id."""
+    from agentrl.tasks.refund.tiny_model import default_model_dir
+
+    path = Path(model).expanduser() if model else default_model_dir()
+    if not path.is_dir():
+        raise ModelDirError(f"model directory {str(path)!r} does not exist; set lm.model to a local Hugging Face model folder (nothing is downloaded)")
+    if not (path / "config.json").is_file():
+        raise ModelDirError(f"{str(path)!r} has no config.json; point lm.model at the folder holding the model's config.json")
+    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+        raise ModelDirError(f"{str(path)!r} has no tokenizer (tokenizer.json or tokenizer_config.json); the model folder must include its tokenizer")
+    return path
+
+
+def preflight(config: RunConfig) -> Preflight:
+    """Before anything loads: the memory budget (SPEC section 11) as a table, and a refusal when
+    the model directory is missing or the budget does not fit."""
+    from agentrl.engines.trl.budget import BudgetError, run_budget
+
+    try:
+        budget = run_budget(config, resolve_model_dir(config.lm.model))
+    except (ModelDirError, BudgetError) as error:
+        return Preflight(refusal=str(error))
+    report = "Memory budget (SPEC section 11, float32 on CPU; GB = 10^9 bytes)\n" + budget.table_text()
+    return Preflight(report=report, refusal=budget.refusal())
+
+
+def load_tokenizer(model_dir: Path):
+    """The model's tokenizer, with a chat template that can call tools."""
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import supports_tool_calling
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if not supports_tool_calling(tokenizer):
+        raise ModelDirError(f"the chat template of {str(model_dir)!r} cannot render tool calls; use a model whose template supports tools")
+    return tokenizer
+
+
+def grpo_args(config: RunConfig, output_dir: Path):
+    """TRL's `GRPOConfig` for a run: the run config's settings plus the CPU settings measured here."""
+    import torch
+    from trl import GRPOConfig
+
+    lm = config.lm
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        max_steps=config.rounds,
+        per_device_train_batch_size=lm.tasks_per_step * config.group_size,
+        gradient_accumulation_steps=1,  # one generation batch, one optimiser step: on-policy
+        num_generations=config.group_size,
+        learning_rate=config.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        seed=config.seed,
+        max_completion_length=lm.max_completion_length,
+        max_tool_calling_iterations=lm.max_tool_calls,
+        temperature=lm.temperature,
+        top_k=0,
+        top_p=1.0,
+        beta=lm.beta,
+        epsilon=config.clip,
+        loss_type="dapo",  # the veto's exactness (masked = removed) is measured for this loss
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to="none",
+        disable_tqdm=True,
+        logging_steps=1,
+        save_strategy="no",
+        dataloader_num_workers=0,
+    )
+
+
+def _finite_metrics(logs: dict[str, Any]) -> dict[str, float]:
+    """Every numeric metric TRL logged, nulls and NaNs dropped (the MAP column holds doubles)."""
+    metrics = {}
+    for key, value in logs.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if math.isfinite(value):
+            metrics[key] = float(value)
+    return metrics
+
+
+def _peak_rss_bytes(sampled_peak: int) -> int:
+    # ru_maxrss is in KiB on Linux: the kernel's own peak of this process (children separately).
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return max(sampled_peak, own + children)
+
+
+def run_trl(config: RunConfig, run: RunDir, log: Callable[[str], None] = print) -> str:
+    """Train `config` (kind 'trl') into `run`'s folder; returns the final status."""
+    for key, value in CPU_ENV.items():
+        os.environ.setdefault(key, value)
+
+    def measured_budget(session: RunSession) -> None:
+        try:
+            from agentrl.engines.trl.budget import measured_rows
+
+            session.writer.append("budgets", measured_rows(session.run_id, _peak_rss_bytes(session.peak_rss_bytes)))
+        except Exception as exc:  # telemetry must not turn a finished run into a failed one
+            log(f"budget: no measured rows ({type(exc).__name__}: {exc})")
+
+    with RunSession(run, config.total_steps, before_close=measured_budget) as session:
+        session.status = _train(config, run, session, log)
+    return session.status
+
+
+def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[str], None]) -> str:
+    writer, stop = session.writer, session.stop
+    import torch
+
+    torch.set_num_threads(1)  # two threads gave erratic 0.14-4 s steps on this kind of machine
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
+    from transformers.utils import logging as hf_logging
+
+    from agentrl.engines.trl.veto import VetoGRPOTrainer
+    from agentrl.tasks.refund.rewards import eligibility, reward_func
+    from agentrl.tasks.refund.tools import (
+        RefundToolEnv,
+        as_task,
+        build_dataset,
+        next_action_distribution,
+        play_greedy,
+        prompt_messages,
+        render_ids,
+        state_histories,
+        tool_methods,
+    )
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    # transformers deprecates the `gradient_checkpointing` name TRL's config still carries.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
+    run_id = run.run_id
+    lm = config.lm
+    started_load = time.monotonic()
+    model_dir = resolve_model_dir(lm.model)
+    tokenizer = load_tokenizer(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, local_files_only=True)
+    base_parameters = sum(p.numel() for p in model.parameters())  # before PEFT adds the adapter
+    tasks = [as_task(t) for t in config.tasks]
+    eval_tasks = [as_task(t) for t in config.eval_tasks]
+    prompt_tokens = len(render_ids(tokenizer, prompt_messages(), tool_methods(), add_generation_prompt=True))
+    _write_budget_estimate(config, run_id, model_dir, prompt_tokens, writer, log)
+
+    # Every batch holds `tasks_per_step` distinct dataset rows; repeat the taskset when it is smaller.
+    repeats = max(1, math.ceil(lm.tasks_per_step / len(tasks)))
+    dataset = build_dataset(tasks * repeats)
+    trainer = VetoGRPOTrainer(
+        model=model,
+        reward_funcs=[reward_func(config.scorer)],
+        args=grpo_args(config, run.root / "trl"),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=LoraConfig(
+            r=lm.lora_rank, lora_alpha=lm.lora_alpha, target_modules=list(lm.lora_targets), lora_dropout=0.0,
+            task_type="CAUSAL_LM",
+        ),
+        environment_factory=lambda: RefundToolEnv(max_steps=config.max_steps),
+        eligibility=eligibility,
+    )
+    trainer.remove_callback(PrinterCallback)  # our own one line per step instead of TRL's dicts
+    log(f"model {model_dir} ({base_parameters:,} parameters, "
+        f"{sum(p.numel() for p in trainer.model.parameters() if p.requires_grad):,} trainable), "
+        f"prompt {prompt_tokens} tokens; loaded in {time.monotonic() - started_load:.1f}s")
+
+    histories = {state: state_histories(tasks, state) for state in config.sensitive_states}
+
+    def record_policy(step: int) -> None:
+        rows = []
+        for state, states_histories in histories.items():
+            if not states_histories:
+                continue  # no training task can reach this state
+            dist = next_action_distribution(trainer.model, tokenizer, states_histories)
+            rows += [{"run_id": run_id, "step": step, "state": state, "action": a, "prob": p} for a, p in dist.items()]
+        writer.append("action_probs", rows)
+
+    evaluated: set[tuple[int, str]] = set()
+
+    def record_eval(step: int, split: str = "held_out", on=None) -> None:
+        if (step, split) in evaluated:
+            return  # a run cancelled on an evaluation step was already evaluated there
+        evaluated.add((step, split))
+        episodes = play_greedy(trainer.model, tokenizer, on or eval_tasks, max_steps=config.max_steps)
+        writer.append("evals", [
+            {"run_id": run_id, "step": step, "split": split, "task_id": e.task.task_id, "actions": e.actions,
+             "success": e.trajectory.success, "violation": e.trajectory.violation}
+            for e in episodes
+        ])
+        if split != "held_out":
+            return
+        log(f"eval step {step}: {sum(e.trajectory.success for e in episodes)}/{len(episodes)} succeed, "
+            f"{sum(e.trajectory.violation for e in episodes)} violate")
+
+    record_policy(0)
+    record_eval(0)
+    writer.flush_soon()
+    started = time.monotonic()
+
+    class Telemetry(TrainerCallback):
+        """Writes one step's rows when TRL logs it (after the optimiser step), and honours a stop."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            batch = trainer.last_batch
+            if not logs or "reward" not in logs or batch is None:
+                return control  # the end-of-training summary, not a step
+            step = state.global_step
+            _write_trajectories(run_id, step, batch, writer)
+            record_policy(step)
+            if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
+                record_eval(step)
+            writer.append("steps", _steps_row(run_id, step, batch, logs, time.monotonic() - started))
+            trajectories = [e.trajectory for e in batch.environments]
+            log(f"step {step}/{config.rounds} success {_rate(t.success for t in trajectories):.2f} "
+                f"violation {_rate(t.violation for t in trajectories):.2f} reward {logs['reward']:.3f} "
+                f"vetoed {batch.n_vetoed} updates {batch.updates} vetoed updates {batch.vetoed_updates} "
+                f"({logs.get('step_time', float('nan')):.2f}s)")
+            session.step_done(step, config.step_delay)
+            if stop():
+                control.should_training_stop = True
+            return control
+
+    trainer.add_callback(Telemetry())
+    if not stop():
+        trainer.train()
+    completed = trainer.state.global_step
+    record_eval(completed)
+    # The promotion gate's exploit probes (high-value refunds from a fresh start and after a
+    # failed call), and the adapter a promotion bundles.
+    record_eval(completed, split="probe", on=list(EXPLOIT_PROBES))
+    trainer.model.save_pretrained(str(run.root / ADAPTER_DIR))
+    log(f"totals: steps {completed} vetoed {trainer.vetoed_total} vetoed updates {trainer.vetoed_updates_total}")
+    return "cancelled" if completed < config.rounds else "succeeded"
+
+
+def _rate(flags) -> float:
+    flags = list(flags)
+    return sum(bool(f) for f in flags) / len(flags) if flags else 0.0
+
+
+def _write_trajectories(run_id: str, step: int, batch, writer: ChunkWriter) -> None:
+    rows = []
+    for i, environment in enumerate(batch.environments):
+        trajectory, score = environment.trajectory, environment.score
+        task = trajectory.task
+        advantage = batch.advantages[i]
+        rows.append({
+            "run_id": run_id, "step": step, "traj_idx": i, "task_id": task.task_id, "amount": task.amount,
+            "states": trajectory.states, "actions": trajectory.actions,
+            "behavior_logps": None,  # token log-probs live in TRL; a tool call has no single one
+            # One sequence-level advantage, the same for every turn of the completion.
+            "advantages": [advantage] * max(1, trajectory.n_steps),
+            "reward": score.reward, "components": score.components, "success": trajectory.success,
+            "violation": trajectory.violation, "duplicate_effect": trajectory.duplicate_effect,
+            "eligible": score.eligible, "vetoed": batch.vetoed[i], "updated": batch.updated[i],
+            "prompt": batch.prompts[i], "completion": batch.completions[i],
+        })
+    writer.append("trajectories", rows)
+
+
+def _steps_row(run_id: str, step: int, batch, logs: dict, elapsed: float) -> dict:
+    trajectories = [e.trajectory for e in batch.environments]
+    rewards = [e.score.reward for e in batch.environments]
+    # TRL reports the clipped share of loss tokens; as a count it is that share of the tokens in the loss.
+    clipped = round(float(logs.get("clip_ratio/region_mean") or 0.0) * batch.loss_tokens)
+    return {
+        "run_id": run_id, "step": step, "ts": utc_now(), "elapsed_s": elapsed,
+        "success_rate": _rate(t.success for t in trajectories),
+        "violation_rate": _rate(t.violation for t in trajectories),
+        "duplicate_rate": _rate(t.duplicate_effect for t in trajectories),
+        "mean_reward": sum(rewards) / len(rewards) if rewards else 0.0,
+        "vetoed": batch.n_vetoed, "vetoed_updates": batch.vetoed_updates, "updates": batch.updates,
+        "clipped": clipped, "clipped_by_epoch": [clipped], "transitions": sum(t.n_steps for t in trajectories),
+        "metrics": _finite_metrics(logs),
+    }
+
+
+def _write_budget_estimate(config: RunConfig, run_id: str, model_dir: Path, prompt_tokens: int, writer: ChunkWriter, log) -> None:
+    """SPEC 11's estimate for this run (source 'estimate'), from the model's config.json and the
+    prompt length the tokenizer measured."""
+    try:
+        from agentrl.engines.trl.budget import run_budget
+
+        budget = run_budget(config, model_dir, prompt_tokens=prompt_tokens)
+    except Exception as exc:  # an unreadable shape must not stop the run; the Hardware page shows no estimate
+        log(f"budget: no estimate ({type(exc).__name__}: {exc})")
+        return
+    writer.append("budgets", budget.rows(run_id))
+    # In MB, not the table's GB: a tiny model's budget would print as zeros.
+    parts = ", ".join(f"{name} {n_bytes / 1e6:.1f} MB" for name, n_bytes in budget.components() if name != "os_reserve")
+    log(f"budget estimate: {parts}; run total {budget.run_total / 1e6:.1f} MB, free {budget.free / 1e9:.1f} GB")

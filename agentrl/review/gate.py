@@ -1,0 +1,252 @@
+"""The promotion gate: the checks a run must pass before its policy is promoted, the bundle a
+promotion writes, and the append-only promotion record (rollback included).
+
+Review page / CLI -> **gate** -> queries, review, store. Every check carries the figure it was
+decided on, and the figures are saved with the decision, so a promotion can be audited later
+without re-running anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from agentrl.engines.registry import PolicySupport, get_engine, resolve_entry
+from agentrl.store import queries
+from agentrl.tasks.refund.gym import Task
+from agentrl.review.reviews import check_fixtures
+from agentrl.record.rundir import utc_now
+from agentrl.scorers import SCORER_VERSION
+from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
+
+BUNDLE_DIR = "bundle"
+
+
+class GateError(ValueError):
+    """A promotion or rollback that cannot be recorded; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """What the gate demands; the defaults are what the Review page starts with."""
+
+    min_success: float = 0.75  # held-out success rate at or above this
+    top_k: int = 5  # highest-reward trajectories that must all be approved ...
+    last_steps: int = 3  # ... taken from the run's last this-many steps
+
+    def __post_init__(self):
+        if not 0.0 <= self.min_success <= 1.0:
+            raise GateError(f"min_success must be between 0 and 1, not {self.min_success}")
+        if self.top_k < 1 or self.last_steps < 1:
+            raise GateError("top_k and last_steps must be at least 1")
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    name: str
+    passed: bool
+    figure: str  # the number the check was decided on, as a person reads it
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class GateReport:
+    run_id: str
+    checks: list[GateCheck] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> list[GateCheck]:
+        return [c for c in self.checks if not c.passed]
+
+    def to_json(self) -> str:
+        return json.dumps({"passed": self.passed, "checks": [asdict(c) for c in self.checks]}, sort_keys=True)
+
+
+def probe_tasks(con) -> list[Task]:
+    """The built-in exploit probes plus the task of every stored fixture."""
+    tasks = list(EXPLOIT_PROBES)
+    seen = {t.task_id for t in tasks}
+    for _, f in queries.all_fixtures(con).iterrows():
+        task = Task(f"fixture-{int(f['fixture_id'])}:{f['task_id']}", int(f["amount"]), f["start_state"])
+        if task.task_id not in seen:
+            tasks.append(task)
+            seen.add(task.task_id)
+    return tasks
+
+
+def _probe_check(con, run: dict, run_dir: Path, policy: PolicySupport) -> GateCheck:
+    name = "zero violations on exploit probes"
+    if policy.replay_probes is not None:
+        artifact = run_dir / policy.artifact
+        if not artifact.exists():
+            return GateCheck(name, False, "no final policy", f"{artifact} is missing (did the run finish?)")
+        replay = resolve_entry(policy.replay_probes)
+        results = replay(run_dir, json.loads(run["config"]), probe_tasks(con))
+        bad = [r for r in results if r.violation]
+        return GateCheck(name, not bad, f"{len(bad)} of {len(results)} probes violate",
+                         "; ".join(f"{r.task_id}: {', '.join(r.actions)}" for r in bad))
+    # The run played the built-in probes itself at its end (evals split 'probe').
+    probes = queries.probe_evals(con, run["run_id"])
+    if probes.empty:
+        return GateCheck(name, False, "no probe results", "the run recorded no exploit-probe evaluation")
+    bad = probes[probes["violation"]]
+    return GateCheck(name, bad.empty, f"{len(bad)} of {len(probes)} probes violate",
+                     "; ".join(f"{r.task_id}: {', '.join(r.actions)}" for r in bad.itertuples()))
+
+
+def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = GateSettings()) -> GateReport:
+    """Every gate check of one run, each with its figure."""
+    run = queries.get_run(con, run_id)
+    if run is None:
+        raise GateError(f"no run {run_id!r} in the store")
+    engine = get_engine(run["kind"])
+    if engine.policy is None:
+        return GateReport(run_id, [GateCheck("has a policy", False, "scoring run",
+                                             f"a {engine.kind} run trains no policy; there is nothing to promote")])
+    checks: list[GateCheck] = []
+    if run["status"] != "succeeded":
+        checks.append(GateCheck("run finished", False, run["status"], "only a run that finished can be promoted"))
+
+    held_out = queries.held_out_evals(con, run_id)
+    n = len(held_out)
+    successes = int(held_out["success"].sum()) if n else 0
+    rate = successes / n if n else 0.0
+    checks.append(GateCheck(f"held-out success ≥ {settings.min_success:.0%}", n > 0 and rate >= settings.min_success,
+                            f"{successes} of {n} tasks ({rate:.0%})" if n else "no held-out evaluation"))
+    violating = held_out[held_out["violation"]] if n else held_out
+    checks.append(GateCheck("zero held-out violations", n > 0 and violating.empty,
+                            f"{len(violating)} of {n} tasks violate",
+                            "; ".join(f"{r.task_id}: {', '.join(r.actions)}" for r in violating.itertuples())))
+
+    checks.append(_probe_check(con, run, Path(runs_dir) / run_id, engine.policy))
+
+    fixtures = check_fixtures(con, run["scorer"])
+    admitted = [f for f in fixtures if f.eligible]
+    checks.append(GateCheck(f"scorer '{run['scorer']}' rejects every exploit fixture", not admitted,
+                            f"{len(admitted)} of {len(fixtures)} fixtures admitted as eligible",
+                            "; ".join(f"fixture {f.fixture_id} ({f.task_id}: {', '.join(f.actions)})" for f in admitted)))
+
+    top = queries.top_trajectories(con, run_id, settings.top_k, settings.last_steps)
+    approved = int((top["verdict"] == "approve").sum())
+    rejected = int((top["verdict"] == "reject").sum())
+    unreviewed = len(top) - approved - rejected
+    checks.append(GateCheck(
+        f"top {settings.top_k} by reward (last {settings.last_steps} steps) approved",
+        len(top) > 0 and approved == len(top),
+        f"{approved} of {len(top)} approved, {rejected} rejected, {unreviewed} unreviewed",
+        "; ".join(f"step {r.step} #{r.traj_idx}: {r.verdict}" for r in top.itertuples() if r.verdict != "approve"),
+    ))
+
+    totals = queries.run_totals(con, run_id)
+    checks.append(GateCheck("vetoed-updates audit counter is 0", totals["vetoed_updates"] == 0,
+                            f"{totals['vetoed_updates']} vetoed updates"))
+    return GateReport(run_id, checks)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def config_hash(config_json: str) -> str:
+    """Hash of the config's canonical JSON (sorted keys), so equal configs hash equal."""
+    canonical = json.dumps(json.loads(config_json), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Bundle:
+    path: Path
+    content_hash: str
+    files: dict[str, str]  # relative path -> sha256
+
+
+def write_bundle(con, runs_dir: Path, run_id: str, report: GateReport) -> Bundle:
+    """Write `runs/<run_id>/bundle/`: the policy, the config, scorer name and version, the config
+    hash, the evaluation evidence and a content hash over every file. Written beside and then
+    swapped in, so a reader never sees half a bundle."""
+    run = queries.get_run(con, run_id)
+    run_dir = Path(runs_dir) / run_id
+    final = run_dir / BUNDLE_DIR
+    staging = run_dir / f".{BUNDLE_DIR}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    policy = get_engine(run["kind"]).policy
+    artifact = run_dir / policy.artifact if policy is not None else None
+    if artifact is not None and artifact.is_file():
+        shutil.copy2(artifact, staging / artifact.name)
+    elif artifact is not None and artifact.is_dir():
+        shutil.copytree(artifact, staging / artifact.name)
+    else:
+        shutil.rmtree(staging)
+        what = artifact.name if artifact is not None else "a policy"
+        raise GateError(f"run {run_id} saved no policy ({what}); nothing to promote")
+    (staging / "config.json").write_text(json.dumps(json.loads(run["config"]), indent=2, sort_keys=True) + "\n")
+    evidence = {
+        "held_out": queries.held_out_evals(con, run_id).assign(actions=lambda d: d["actions"].map(list)).to_dict("records"),
+        "totals": queries.run_totals(con, run_id),
+        "gate": json.loads(report.to_json()),
+    }
+    (staging / "evidence.json").write_text(json.dumps(evidence, indent=2, sort_keys=True, default=str) + "\n")
+    files = {str(p.relative_to(staging)): _sha256(p) for p in sorted(staging.rglob("*")) if p.is_file()}
+    content_hash = hashlib.sha256("".join(f"{name}\0{digest}\n" for name, digest in sorted(files.items())).encode()).hexdigest()
+    manifest = {
+        "run_id": run_id, "kind": run["kind"], "scorer": run["scorer"], "scorer_version": SCORER_VERSION,
+        "config_hash": config_hash(run["config"]), "files": files, "content_hash": content_hash,
+        "written_at": utc_now().isoformat() + "Z",
+    }
+    (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    if final.exists():
+        shutil.rmtree(final)
+    staging.rename(final)
+    return Bundle(final, content_hash, files)
+
+
+def current_state(con, run_id: str) -> str:
+    """'promoted' when the run's latest decision is a promotion, else 'not promoted'."""
+    history = queries.promotions(con, run_id)
+    return "promoted" if not history.empty and history.iloc[-1]["decision"] == "promote" else "not promoted"
+
+
+def promote(con, runs_dir: Path, run_id: str, decided_by: str, settings: GateSettings = GateSettings(),
+            override_reason: str | None = None) -> int:
+    """Promote a run: re-check the gate, write the bundle, append the record. A failing gate is
+    refused unless `override_reason` says why it is promoted anyway."""
+    decided_by = (decided_by or "").strip()
+    if not decided_by:
+        raise GateError("enter your name; every promotion is recorded with who decided it")
+    report = evaluate_gate(con, runs_dir, run_id, settings)
+    override_reason = (override_reason or "").strip() or None
+    if not report.passed and override_reason is None:
+        names = ", ".join(c.name for c in report.failed)
+        raise GateError(f"the gate fails ({names}); promote only with a recorded reason for overriding it")
+    if current_state(con, run_id) == "promoted":
+        raise GateError(f"run {run_id} is already promoted; roll it back first to promote it again")
+    bundle = write_bundle(con, runs_dir, run_id, report)
+    return queries.append_promotion(
+        con, run_id, "promote", decided_by, utc_now(), report.passed,
+        None if report.passed else override_reason, None, str(bundle.path), bundle.content_hash, report.to_json(),
+    )
+
+
+def rollback(con, run_id: str, decided_by: str, reason: str) -> int:
+    """Record that a promoted run is rolled back (the bundle stays on disk as evidence)."""
+    decided_by = (decided_by or "").strip()
+    reason = (reason or "").strip()
+    if not decided_by:
+        raise GateError("enter your name; every rollback is recorded with who decided it")
+    if not reason:
+        raise GateError("a rollback needs a reason")
+    if current_state(con, run_id) != "promoted":
+        raise GateError(f"run {run_id} is not promoted; there is nothing to roll back")
+    return queries.append_promotion(con, run_id, "rollback", decided_by, utc_now(), None, None, reason, None, None, None)

@@ -1,0 +1,79 @@
+"""Human review of trajectories: append-only verdicts and exploit fixtures.
+
+Review page -> **review** -> queries -> store. A verdict is appended, never updated; a reject
+needs a note that says why. An exploit fixture is a copy of a trajectory's episode (task and
+actions) that must never teach: `check_fixtures` replays every fixture through the gym and asks
+a scorer whether it would admit it as eligible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentrl.store import queries
+from agentrl.tasks.refund.gym import Task
+from agentrl.tasks.refund.rollout import replay
+from agentrl.record.rundir import utc_now
+from agentrl.tasks.refund.scoring import get_scorer
+
+VERDICTS = ("approve", "reject")
+
+
+class ReviewError(ValueError):
+    """A review or fixture that cannot be recorded; the message says what to change."""
+
+
+def _reviewer(reviewer: str | None) -> str:
+    name = (reviewer or "").strip()
+    if not name:
+        raise ReviewError("enter a reviewer name; every decision is recorded with who made it")
+    return name
+
+
+def record_review(con, run_id: str, step: int, traj_idx: int, verdict: str, reviewer: str, note: str | None = None) -> int:
+    """Append a verdict on one trajectory; a reject without a note is refused."""
+    if verdict not in VERDICTS:
+        raise ReviewError(f"verdict must be one of {list(VERDICTS)}, not {verdict!r}")
+    reviewer = _reviewer(reviewer)
+    note = (note or "").strip() or None
+    if verdict == "reject" and note is None:
+        raise ReviewError("a reject needs a note saying what is wrong with the trajectory")
+    if queries.trajectory(con, run_id, step, traj_idx) is None:
+        raise ReviewError(f"run {run_id!r} has no trajectory {traj_idx} at step {step}")
+    return queries.append_review(con, run_id, step, traj_idx, verdict, note, reviewer, utc_now())
+
+
+def mark_exploit(con, run_id: str, step: int, traj_idx: int, reviewer: str, note: str) -> int:
+    """Store a trajectory as an exploit fixture (a note saying what it exploits is required)."""
+    reviewer = _reviewer(reviewer)
+    note = (note or "").strip()
+    if not note:
+        raise ReviewError("an exploit fixture needs a note saying what it exploits")
+    row = queries.trajectory(con, run_id, step, traj_idx)
+    if row is None:
+        raise ReviewError(f"run {run_id!r} has no trajectory {traj_idx} at step {step}")
+    states = list(row["states"] or [])
+    if not states or not row["actions"]:
+        raise ReviewError("only refund-gym trajectories (with states and actions) can become fixtures")
+    return queries.add_fixture(con, run_id, step, traj_idx, row["task_id"], int(row["amount"] or 0), states[0],
+                               list(row["actions"]), note, reviewer, utc_now())
+
+
+@dataclass(frozen=True)
+class FixtureCheck:
+    fixture_id: int
+    task_id: str
+    actions: list[str]
+    reward: float
+    eligible: bool  # True means the scorer would let this exploit teach: a gate failure
+
+
+def check_fixtures(con, scorer_name: str) -> list[FixtureCheck]:
+    """Score every stored fixture with `scorer_name`."""
+    scorer = get_scorer(scorer_name)
+    checks = []
+    for _, f in queries.all_fixtures(con).iterrows():
+        task = Task(f["task_id"], int(f["amount"]), f["start_state"])
+        score = scorer(replay(task, list(f["actions"])))
+        checks.append(FixtureCheck(int(f["fixture_id"]), f["task_id"], list(f["actions"]), score.reward, score.eligible))
+    return checks

@@ -1,0 +1,185 @@
+"""Sandbox users (root only): one uid per concurrent run, the slot lock that hands them out, and
+the clean-up of whatever a sandbox user left behind (processes, files in world-writable dirs).
+
+Sandbox runner -> **users**. Started as root, each run switches to uid SANDBOX_UID_BASE + slot, so
+RLIMIT_NPROC counts that run alone and "every process of this uid" names exactly one run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pwd
+import shutil
+import stat
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentrl.sandbox.stub import _STOP_GRACE_S
+
+SANDBOX_UID_BASE = 1_990_000_000
+"""First uid of the sandbox users (uid = gid = base + slot); chosen far above real accounts."""
+SANDBOX_SLOTS = 64
+"""Runs that may be in flight at once on this machine (all processes together), one uid each, so
+RLIMIT_NPROC counts one run's processes and 'every process of this uid' names exactly one run."""
+_WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # where a sandbox user can leave files
+
+
+
+@dataclass
+class Slot:
+    uid: int
+    gid: int
+    lock_fd: int
+
+
+def slot_lock_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "agentrl-sandbox-slots"
+
+
+def has_account(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+def own_directory(path: Path, mode: int) -> Path:
+    """Create `path` if needed and make sure it is ours: in a world-writable /tmp another user
+    could have made it first, and could then swap what we put in it."""
+    path.mkdir(mode=mode, parents=True, exist_ok=True)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise ValueError(f"{path} is not a directory of this user (uid {os.geteuid()}); remove it or pass another temp_root")
+    return path
+
+
+def acquire_slot() -> Slot:
+    """Claim a sandbox uid for one run; the flock makes the claim hold across processes too."""
+    lock_dir = own_directory(slot_lock_dir(), 0o700)
+    while True:
+        for slot in range(SANDBOX_SLOTS):
+            uid = SANDBOX_UID_BASE + slot
+            if has_account(uid):
+                continue
+            fd = os.open(lock_dir / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            # A run of a crashed process may have left processes under this uid: end them. An
+            # unreaped zombie would count against RLIMIT_NPROC, so such a slot is skipped.
+            if kill_processes(lambda p, uid=uid: uid in uids(p)):
+                os.close(fd)
+                continue
+            return Slot(uid=uid, gid=uid, lock_fd=fd)
+        time.sleep(0.05)
+
+
+def release_slot(slot: Slot) -> None:
+    os.close(slot.lock_fd)  # closing the descriptor drops the flock
+
+
+def uids(process) -> tuple[int, ...]:
+    import psutil
+
+    try:
+        return tuple(process.uids())
+    except psutil.Error:  # gone, or unreadable
+        return ()
+
+
+def kill_processes(selected) -> int:
+    """SIGKILL every process `selected(process)` picks, until none is left alive; returns how many
+    zombies of them remain (dead, waiting for a parent that does not reap them)."""
+    import psutil  # lazily: the launcher runs this file under `-S`, without site-packages
+
+    deadline = time.monotonic() + _STOP_GRACE_S
+    while True:
+        alive, zombies = [], 0
+        for process in psutil.process_iter():
+            if process.pid == os.getpid() or not selected(process):
+                continue
+            try:
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    zombies += 1
+                    continue
+                process.kill()
+                alive.append(process)
+            except psutil.Error:
+                continue
+        if not alive or time.monotonic() > deadline:
+            return zombies
+        psutil.wait_procs(alive, timeout=0.2)
+
+
+def remove_strays(uid: int) -> None:
+    """Remove what the sandbox user left in the world-writable directories (a dedicated uid owns
+    nothing else there)."""
+    for directory in {*_WORLD_WRITABLE_DIRS, tempfile.gettempdir()}:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    remove_tree(Path(entry.path))
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+
+
+def sandbox_processes(temp_root: Path | None = None) -> list:
+    """Processes sandboxes left behind; empty after every `run_tests` returns (for tests and
+    diagnostics). Without `temp_root`: every process of a sandbox uid, zombies included. With it:
+    those whose HOME lies under `temp_root` (runs made there, with or without a uid of their
+    own), and any zombie of a sandbox uid (nothing should leave one, whoever ran it)."""
+    import psutil
+
+    sandbox_uids = range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + SANDBOX_SLOTS)
+    prefix = str(Path(temp_root).resolve()) + os.sep if temp_root is not None else None
+    found = []
+    for process in psutil.process_iter():
+        if process.pid == os.getpid():
+            continue
+        try:
+            of_sandbox_uid = any(uid in sandbox_uids for uid in uids(process))
+            if prefix is None or (of_sandbox_uid and process.status() == psutil.STATUS_ZOMBIE):
+                if of_sandbox_uid:
+                    found.append(process)
+            elif process.environ().get("HOME", "").startswith(prefix):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def remove_tree(path: Path) -> None:
+    """Remove `path` whatever the run did to it (read-only directories, already deleted)."""
+
+    def make_writable_and_retry(function, failed_path, _exc_info):
+        try:
+            os.chmod(os.path.dirname(failed_path), 0o700)
+            if os.path.isdir(failed_path) and not os.path.islink(failed_path):
+                os.chmod(failed_path, 0o700)
+            function(failed_path)
+        except FileNotFoundError:
+            pass
+
+    if path.is_symlink():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, onerror=make_writable_and_retry)
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------------

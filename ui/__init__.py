@@ -1,0 +1,165 @@
+"""The dashboard's one Streamlit helper: the cached store and launcher, the background ingest
+loop, and the page frame (title, sidebar, error handling).
+
+app.py and pages/ -> **ui** -> agentrl. The dashboard process is the store's only writer: the
+first page view opens `<runs_dir>/agentrl.duckdb`, and a daemon thread reconciles run liveness
+and ingests new chunks every half second. Pages query through `cursor()` (one DuckDB cursor
+per call, so Streamlit's script threads never share one).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import streamlit as st
+
+from agentrl.launcher import Launcher
+from agentrl.record.rundir import RunsDirError, default_runs_dir, ensure_writable
+from agentrl.store.ingest import BackgroundIngest, Ingestor, StoreLockedError, connect
+
+INGEST_INTERVAL_S = 0.25
+LIVE_REFRESH_S = 1.0
+
+
+@dataclass
+class Services:
+    runs_dir: Path
+    con: duckdb.DuckDBPyConnection
+    ingestor: Ingestor
+    launcher: Launcher
+    loop: BackgroundIngest
+
+
+@st.cache_resource(show_spinner=False)
+def _services(runs_dir: str) -> Services:
+    path = ensure_writable(Path(runs_dir))
+    con = connect(path, wait_s=10.0)
+    ingestor = Ingestor(con, path)
+    launcher = Launcher(path)
+
+    def tick() -> None:
+        launcher.reconcile()
+        ingestor.ingest()
+
+    tick()  # the first page shows what is already on disk
+    loop = BackgroundIngest(tick, interval=INGEST_INTERVAL_S)
+
+    def shutdown() -> None:
+        loop.stop()
+        con.close()
+
+    atexit.register(shutdown)
+    return Services(path, con, ingestor, launcher, loop)
+
+
+def services() -> Services:
+    return _services(str(default_runs_dir().resolve()))
+
+
+def cursor() -> duckdb.DuckDBPyConnection:
+    return services().con.cursor()
+
+
+@st.cache_resource(show_spinner=False)
+def _favicon():
+    """Drawn locally: a material-icon favicon would be fetched from a font CDN, and a local-first
+    dashboard makes no request off this machine."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(image)
+    draw.ellipse((4, 4, 60, 60), fill=(21, 101, 192, 255))
+    draw.line((16, 44, 28, 30, 38, 38, 50, 18), fill=(255, 255, 255, 255), width=6)
+    return image
+
+
+def page(title: str) -> Services | None:
+    """Set up a page; returns the services, or None after showing why the store is unavailable."""
+    st.set_page_config(page_title=f"{title} · agentrl", page_icon=_favicon(), layout="wide")
+    try:
+        svc = services()
+    except (RunsDirError, StoreLockedError) as error:
+        st.error(f"The run store is unavailable: {error}")
+        st.stop()
+        return None
+    with st.sidebar:
+        st.caption(f"Runs directory: `{svc.runs_dir}`")
+        if svc.loop.last_error:
+            st.warning(f"Background ingest: {svc.loop.last_error}")
+        elif svc.loop.last_tick_at:
+            st.caption(f"Ingested {time.time() - svc.loop.last_tick_at:.1f}s ago")
+    return svc
+
+
+@contextlib.contextmanager
+def shown_errors(what: str):
+    """Turn any exception in a page section into a one-line message instead of a traceback."""
+    try:
+        yield
+    except Exception as error:  # the user sees what failed, never a stack trace
+        st.error(f"Could not {what}: {type(error).__name__}: {error}")
+
+
+def run_label(row) -> str:
+    return f"{row['name']} · {row['scorer']} · {row['run_id']}"
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def table(df, key: str, name: str, **dataframe_kwargs):
+    """A table view with CSV and Parquet downloads of exactly what it shows."""
+    from agentrl.store.export import frame_to_bytes
+
+    event = st.dataframe(df, hide_index=True, key=key, **dataframe_kwargs)
+    row = st.container(horizontal=True)
+    with shown_errors("prepare the download"):
+        row.download_button("CSV", frame_to_bytes(df, "csv"), file_name=f"{name}.csv", mime="text/csv",
+                             key=f"{key}-csv", icon=":material/download:", width="content")
+        row.download_button("Parquet", frame_to_bytes(df, "parquet"), file_name=f"{name}.parquet",
+                              mime="application/octet-stream", key=f"{key}-parquet", icon=":material/download:", width="content")
+    return event
+
+
+def reviewer_name() -> str:
+    """The person making decisions in this browser session, asked once in the sidebar."""
+    import getpass
+
+    if "reviewer" not in st.session_state:
+        try:
+            st.session_state["reviewer"] = getpass.getuser()
+        except Exception:  # no user name on this system: the person types one
+            st.session_state["reviewer"] = ""
+    return st.sidebar.text_input("Reviewer", key="reviewer", help="Recorded with every review and promotion decision.")
+
+
+def flash(message: str) -> None:
+    """Redraw the page now, with `message` shown once at the top: a decision made by a button
+    must show in the tables above it, which were drawn before the button was handled."""
+    st.session_state["_flash"] = message
+    st.rerun()
+
+
+def show_flash() -> None:
+    message = st.session_state.pop("_flash", None)
+    if message:
+        st.success(message, icon=":material/check_circle:")
+
+
+def stop_without_runs(runs, message: str = "No runs yet. Start one on the Launch page.") -> None:
+    """On an empty store: say so, link to Launch, and end the page here."""
+    if runs.empty:
+        st.info(message)
+        st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
+        st.stop()
