@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8501
 
-.PHONY: install run test browser bench clean
+.PHONY: install run test test-fast browser bench clean
 
 install: $(STAMP)
 
@@ -27,6 +27,10 @@ browser:
 
 test: install browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+# The inner loop: everything but the browser, language-model and slow tests (`make test` runs them all).
+test-fast: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not slow and not lm and not browser"
 
 bench: install
 	$(BIN)/python benchmarks/ingest_rate.py

@@ -26,11 +26,9 @@ from agentrl.paths import PROJECT_ROOT
 from agentrl.record.rundir import (
     TERMINAL_STATUSES,
     RunDir,
-    create_run_dir,
-    ensure_writable,
     iso,
     list_run_dirs,
-    new_run_id,
+    new_run,
     read_json,
     utc_now,
     write_json_atomic,
@@ -60,14 +58,9 @@ def describe_exit(code: int | None) -> str:
 
 
 def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
-    """A new run's folder: run.json (who it is), config.json, and a `queued` status.json."""
-    ensure_writable(runs_dir)
-    run_id = new_run_id(config.name)
-    meta = {
-        "run_id": run_id, "name": config.name, "kind": config.kind, "scorer": config.scorer,
-        "created_at": iso(utc_now()), "total_steps": config.total_steps, "config": config.model_dump(mode="json"),
-    }
-    run = create_run_dir(Path(runs_dir), run_id, meta)
+    """A new run's folder for `config`: run.json (who it is), config.json, and a `queued` status.json."""
+    run = new_run(Path(runs_dir), config.name, config.kind, config.scorer, config.model_dump(mode="json"),
+                  total_steps=config.total_steps)
     (run.root / "config.json").write_text(config.to_json())
     return run
 

@@ -40,7 +40,7 @@ LIVE_PAGE_REFRESH_S = 1.0  # the Live page's fragment reruns every second
 # The child: the real CLI, with ChunkWriter timings written to argv[1] when the run ends.
 CHILD = """
 import json, sys, time
-import agentrl.engines.tabular.engine as runner
+import agentrl.record.run as record_run
 from agentrl.record.chunks import ChunkWriter
 from agentrl.cli import main
 
@@ -51,7 +51,7 @@ class TimedWriter(ChunkWriter):
         started = time.perf_counter()
         written = super().flush()
         if written:
-            flushes.append((time.perf_counter() - started, len(written)))
+            flushes.append((time.perf_counter() - started, 1))
         return written
 
     def close(self):
@@ -59,7 +59,7 @@ class TimedWriter(ChunkWriter):
         with open(sys.argv[1], "w") as out:
             json.dump({"files": self.flush_latencies_s, "flushes": flushes}, out)
 
-runner.ChunkWriter = TimedWriter
+record_run.ChunkWriter = TimedWriter
 sys.exit(main(sys.argv[2:]))
 """
 

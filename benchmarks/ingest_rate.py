@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentrl.record.schema import TABLE_SCHEMAS, to_arrow  # noqa: E402
+from agentrl.record.rows import TABLE_SCHEMAS, to_arrow  # noqa: E402
 from agentrl.record.rundir import create_run_dir, iso, utc_now  # noqa: E402
 from agentrl.store.ingest import Ingestor, apply_schema, connect  # noqa: E402
 

@@ -5,7 +5,7 @@
 CREATE TABLE IF NOT EXISTS runs (
     run_id      VARCHAR PRIMARY KEY,
     name        VARCHAR NOT NULL,
-    kind        VARCHAR NOT NULL,          -- 'tabular' or 'trl'
+    kind        VARCHAR NOT NULL,          -- the engine (agentrl.engines.registry): 'tabular', 'trl', 'coding'
     scorer      VARCHAR NOT NULL,
     status      VARCHAR NOT NULL,          -- queued, running, succeeded, failed, cancelled
     config      JSON NOT NULL,             -- the full validated run config
@@ -15,8 +15,11 @@ CREATE TABLE IF NOT EXISTS runs (
     error       VARCHAR,
     pid         BIGINT,
     total_steps INTEGER,
-    run_dir     VARCHAR
+    run_dir     VARCHAR,
+    record_schema_version INTEGER          -- format of the run's records (agentrl.record.rows)
 );
+-- Stores made before the column existed get it here (idempotent).
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS record_schema_version INTEGER;
 
 -- One row per training round / optimiser step, numbered from 1.
 CREATE TABLE IF NOT EXISTS steps (

@@ -17,6 +17,19 @@ from agentrl.tasks.refund.tasksets import EXPERT_TASKS, TRAIN_TASKS
 from agentrl.engines.tabular.training import TrainResult, train
 
 
+# Tests under these folders load torch, transformers and TRL: marked `lm` here, in one place, so
+# `make test-fast` (-m "not slow and not lm and not browser") can leave them out.
+LM_TEST_PATHS = ("tests/engines/trl/", "tests/tasks/refund/test_tiny_model.py", "tests/tasks/refund/test_tools.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    root = str(config.rootpath)
+    for item in items:
+        where = str(item.path).removeprefix(root + "/")
+        if where.startswith(LM_TEST_PATHS):
+            item.add_marker(pytest.mark.lm)
+
+
 @pytest.fixture
 def runs_dir(tmp_path):
     """A runs directory that does not exist yet; tests pass it explicitly (no global data dir)."""

@@ -268,6 +268,8 @@ def test_train_refuses_an_lm_run_whose_budget_does_not_fit_before_writing_anythi
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.lm
 def test_build_tiny_model_writes_a_loadable_model_folder(tmp_path):
     out = tmp_path / "tiny"
     ok(agentrl("build-tiny-model", "--out", out, "--bc-steps", 2, timeout=300))

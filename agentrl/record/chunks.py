@@ -1,137 +1,264 @@
-"""The chunk protocol: how a run process hands rows to the store without opening it.
+"""The chunk protocol: how a run hands rows to the store without opening it.
 
-A run buffers rows per table and flushes them about every second (and at close) as
-`<run_dir>/<table>/part-NNNNN.parquet`, written under a temporary name and renamed into place
-with `os.replace`, so a reader sees a whole file or none. A run killed with SIGKILL loses at
-most its unflushed buffer. Only the store (store.py) reads chunks back.
+A run buffers rows per table; a background thread flushes them about every second (sooner after
+a step ends, and at close) as one **commit**:
+
+```
+<run_dir>/chunks/00000042.steps.parquet          one file per table with rows in this flush
+<run_dir>/chunks/00000042.trajectories.parquet
+<run_dir>/chunks/00000042.commit                 written last: {"tables": {"steps": 1, ...}}
+```
+
+Each file is written under a dot-prefixed temporary name, fsynced and renamed into place; the
+commit marker is written the same way after every file of the flush is in place. Only a commit
+marker makes a flush visible, and the store ingests a commit's files in one transaction: a
+step's rows in every table become visible together or not at all. A run killed mid-flush leaves
+table files without a marker, which nothing reads (and `sweep_uncommitted` removes). A run
+killed with SIGKILL loses at most its unflushed buffer: about a second of rows.
+
+The caller never waits for the disk: `append` only buffers, and a full buffer wakes the flusher.
+Only the store (`agentrl.store.ingest`) reads chunks back. Runs written before this layout (record
+schema 1: `<run_dir>/<table>/part-NNNNN.parquet`) are still read by the store.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from agentrl.record.schema import CHUNK_TABLES, to_arrow
+from agentrl.record.rows import CHUNK_TABLES, to_arrow
 
 FLUSH_INTERVAL_S = 1.0
-FLUSH_ROWS = 5000  # a buffer this large is flushed at once, whatever the clock says
-CHUNK_GLOB = "part-*.parquet"
+SOON_INTERVAL_S = 0.05  # the shortest gap between two flushes a step's end can ask for
+FLUSH_ROWS = 5000  # a buffer this large wakes the flusher at once, whatever the clock says
+CHUNKS_DIR = "chunks"
+COMMIT_SUFFIX = ".commit"
+_COMMIT = re.compile(r"^(\d{8,})\.commit$")
+LEGACY_GLOB = "part-*.parquet"  # record schema 1
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One flush on disk: its number and the file of each table it holds."""
+
+    number: int
+    marker: Path
+    files: dict[str, Path]
+
+    @property
+    def name(self) -> str:
+        return self.marker.name
+
+
+def commit_number_name(number: int) -> str:
+    return f"{number:08d}"
+
+
+def list_commits(run_dir: Path, after: int = -1) -> list[Commit]:
+    """Complete commits of a run, in order; only those numbered above `after` when given."""
+    folder = Path(run_dir) / CHUNKS_DIR
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = _COMMIT.match(name)
+        if not match or int(match.group(1)) <= after:
+            continue
+        number = int(match.group(1))
+        marker = folder / name
+        found.append(Commit(number, marker, {}))
+    found.sort(key=lambda c: c.number)
+    return [Commit(c.number, c.marker, read_commit_files(c.marker)) for c in found]
+
+
+def read_commit_files(marker: Path) -> dict[str, Path]:
+    """The table files a commit marker names (an unreadable marker names none; the store reports it)."""
+    try:
+        tables = json.loads(marker.read_text()).get("tables", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    prefix = marker.name[: -len(COMMIT_SUFFIX)]
+    return {table: marker.with_name(f"{prefix}.{table}.parquet") for table in tables if table in CHUNK_TABLES}
+
+
+def chunk_files(run_dir: Path, table: str) -> list[Path]:
+    """Every committed file of one table, in commit order (and a record-schema-1 run's part files)."""
+    files = [c.files[table] for c in list_commits(run_dir) if table in c.files]
+    return files + sorted((Path(run_dir) / table).glob(LEGACY_GLOB))
+
+
+def sweep_uncommitted(run_dir: Path) -> list[Path]:
+    """Remove temporary files and table files no commit names (a flush cut short by a kill).
+
+    Call it only when no writer is running on the run (its next flush may be half written).
+    """
+    folder = Path(run_dir) / CHUNKS_DIR
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    committed = {p.name for c in list_commits(run_dir) for p in c.files.values()} | {
+        n for n in names if _COMMIT.match(n)}
+    removed = []
+    for name in names:
+        if name not in committed:
+            path = folder / name
+            try:
+                path.unlink()
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
+def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    with open(tmp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)  # atomic: readers see the whole file or nothing
 
 
 class ChunkWriter:
-    """Buffers rows per table; a background thread flushes every `interval` seconds.
+    """Buffers rows per table; a background thread writes them as commits.
 
-    Thread-safe: the run's main thread appends while the flusher writes. Call `close()` (or use
-    it as a context manager) to flush what is left.
+    Thread-safe: the run's threads append while the flusher writes. `flush_soon()` asks for a
+    flush within `SOON_INTERVAL_S` (a step ended); `flush()` writes now, in the calling thread;
+    `close()` (or the context manager) stops the thread and writes what is left. `on_flush`
+    runs in the flusher before each timed flush (the run's hardware sample and status).
     """
 
-    def __init__(self, run_dir: Path, interval: float = FLUSH_INTERVAL_S, on_flush=None):
+    def __init__(self, run_dir: Path, interval: float = FLUSH_INTERVAL_S, on_flush: Callable[[], None] | None = None,
+                 run_id: str | None = None):
         self.run_dir = Path(run_dir)
+        self.run_id = run_id or self.run_dir.name
         self.interval = interval
-        self.on_flush = on_flush  # called in the flusher thread before each periodic flush
-        self._buffers: dict[str, list[dict]] = {table: [] for table in CHUNK_TABLES}
-        self._lock = threading.Lock()
-        self._flush_lock = threading.Lock()
+        self.on_flush = on_flush
+        self._buffers: dict[str, list] = {table: [] for table in CHUNK_TABLES}
+        self._lock = threading.Lock()  # guards the buffers
+        self._flush_lock = threading.Lock()  # one flush at a time, so commits land in order
         self._last_flush = time.monotonic()
-        self._next_part = {table: self._first_free_part(table) for table in CHUNK_TABLES}
+        self._last_tick = time.monotonic()
+        self._next = max((c.number for c in list_commits(self.run_dir)), default=-1) + 1
+        self._soon = threading.Event()
         self._stop = threading.Event()
         self._error: BaseException | None = None
-        self.flush_latencies_s: list[float] = []  # wall time of each write, for the benchmark
+        self.flush_latencies_s: list[float] = []  # wall time of each commit, for the benchmark
         self._thread = threading.Thread(target=self._loop, name="chunk-flusher", daemon=True)
         self._thread.start()
 
-    def _first_free_part(self, table: str) -> int:
-        # A resumed writer must never overwrite a chunk that may already be ingested.
-        # Numerically: past part-99999 the names gain a digit and stop sorting as text.
-        parts = [int(p.stem.split("-")[1]) for p in (self.run_dir / table).glob(CHUNK_GLOB)]
-        return max(parts) + 1 if parts else 0
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
 
-    def append(self, table: str, rows: list[dict] | dict) -> None:
+    def append(self, table: str, rows: Sequence | object) -> None:
+        """Buffer rows (records of `table`; validated by the caller). Never writes to disk."""
         if self._error is not None:
             raise RuntimeError(f"chunk flusher failed: {self._error}") from self._error
-        rows = [rows] if isinstance(rows, dict) else rows
+        rows = rows if isinstance(rows, (list, tuple)) else [rows]
         with self._lock:
             buffer = self._buffers[table]
             buffer.extend(rows)
             large = len(buffer) >= FLUSH_ROWS
         if large:
-            self.flush()
+            self._soon.set()
 
-    def flush(self) -> list[Path]:
-        """Write every non-empty buffer as one chunk each; returns the new files."""
-        # One flush at a time (the timer's and a full buffer's), so chunks land in order.
+    def flush_soon(self) -> None:
+        """Ask the flusher to write within `SOON_INTERVAL_S` (returns at once)."""
+        self._soon.set()
+
+    def flush(self) -> Path | None:
+        """Write every buffered row as one commit now; returns its marker (None when nothing was buffered)."""
         with self._flush_lock:
             self._last_flush = time.monotonic()
             return self._flush()
 
-    def flush_soon(self, min_interval: float = 0.25) -> list[Path]:
-        """Flush now unless the last flush was under `min_interval` seconds ago.
-
-        A run calls this when a step ends: a slow run's step reaches the store at once instead
-        of waiting for the timer, and a fast run still writes at most a few files a second.
-        """
-        if time.monotonic() - self._last_flush < min_interval:
-            return []
-        return self.flush()
-
-    def _flush(self) -> list[Path]:
+    def _flush(self) -> Path | None:
         with self._lock:
             pending = {table: rows for table, rows in self._buffers.items() if rows}
             for table in pending:
                 self._buffers[table] = []
-            # Part numbers are reserved under the lock, so concurrent flushes never collide.
-            parts = {}
-            for table in pending:
-                parts[table] = self._next_part[table]
-                self._next_part[table] += 1
-        written = []
-        # Steps last: a visible steps row implies the other rows of its step are visible too
-        # (a reader, or a run killed mid-flush, never sees a step without its trajectories).
-        for table, rows in sorted(pending.items(), key=lambda item: item[0] == "steps"):
-            written.append(self._write(table, rows, parts[table]))
-        return written
-
-    def _write(self, table: str, rows: list[dict], part: int) -> Path:
+        if not pending:
+            return None
         started = time.perf_counter()
-        folder = self.run_dir / table
-        folder.mkdir(parents=True, exist_ok=True)
-        final = folder / f"part-{part:05d}.parquet"
-        tmp = folder / f".part-{part:05d}.parquet.tmp"
-        pq.write_table(to_arrow(table, rows), tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, final)  # atomic: readers see the whole chunk or nothing
+        number = self._next
+        prefix = commit_number_name(number)
+        folder = self.run_dir / CHUNKS_DIR
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for table, rows in pending.items():
+                data = to_arrow(table, rows, run_id=self.run_id)
+                _write_atomic(folder / f"{prefix}.{table}.parquet", lambda tmp, data=data: pq.write_table(data, tmp))
+            marker = folder / f"{prefix}{COMMIT_SUFFIX}"
+            payload = json.dumps({"tables": {table: len(rows) for table, rows in pending.items()}})
+            _write_atomic(marker, lambda tmp: tmp.write_text(payload))
+            _fsync_dir(folder)
+        except BaseException:
+            # Keep the rows for the next attempt (a full disk may have room again), ahead of newer ones.
+            with self._lock:
+                for table, rows in pending.items():
+                    self._buffers[table][:0] = rows
+            raise
+        self._next = number + 1
         self.flush_latencies_s.append(time.perf_counter() - started)
-        return final
+        return marker
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._stop.is_set():
+            woken = self._soon.wait(self.interval)
+            if self._stop.is_set():
+                return
+            if woken:
+                # A step ended: flush soon, but never more often than SOON_INTERVAL_S.
+                gap = SOON_INTERVAL_S - (time.monotonic() - self._last_flush)
+                if gap > 0 and self._stop.wait(gap):
+                    return
+                self._soon.clear()
             try:
-                if self.on_flush is not None:
+                # The timed work (a hardware sample, the status) runs once an interval, even when
+                # steps end faster than that and every flush is an early one.
+                if self.on_flush is not None and time.monotonic() - self._last_tick >= self.interval:
+                    self._last_tick = time.monotonic()
                     self.on_flush()
                 self.flush()
-            except BaseException as error:  # surfaced to the run on its next append
+            except BaseException as error:  # surfaced to the run on its next append and at close
                 self._error = error
                 return
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._soon.set()
+        self._thread.join(timeout=30)
         self.flush()
         if self._error is not None:
             raise RuntimeError(f"chunk flusher failed: {self._error}") from self._error
 
-    def __enter__(self) -> "ChunkWriter":
+    def __enter__(self) -> ChunkWriter:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
 
-def chunk_files(run_dir: Path, table: str) -> list[Path]:
-    """Complete chunks of one table (temporary files are dot-prefixed and never match)."""
-    return sorted((Path(run_dir) / table).glob(CHUNK_GLOB))
+def _fsync_dir(folder: Path) -> None:
+    """Make the renames durable (a power cut after a commit must not lose its files)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -139,7 +139,10 @@ class RunDir:
 
 
 def create_run_dir(runs_dir: Path, run_id: str, meta: dict[str, Any]) -> RunDir:
-    """Make the run's folder and write run.json and a `queued` status.json."""
+    """Make the run's folder and write run.json (with the record schema version) and a `queued` status.json."""
+    from agentrl.record.rows import RECORD_SCHEMA_VERSION
+
+    meta = {**meta, "record_schema_version": RECORD_SCHEMA_VERSION}
     run = RunDir(Path(runs_dir) / run_id)
     try:
         run.root.mkdir(parents=True, exist_ok=False)
@@ -150,6 +153,16 @@ def create_run_dir(runs_dir: Path, run_id: str, meta: dict[str, Any]) -> RunDir:
     write_json_atomic(run.meta_path, meta)
     write_json_atomic(run.status_path, {"status": "queued", "step": 0})
     return run
+
+
+def new_run(runs_dir: Path, name: str, kind: str, scorer: str, config: dict[str, Any],
+            total_steps: int | None = None) -> RunDir:
+    """A new run's folder: run.json (who it is, with its config) and a `queued` status.json."""
+    ensure_writable(runs_dir)
+    run_id = new_run_id(name)
+    meta = {"run_id": run_id, "name": name, "kind": kind, "scorer": scorer, "created_at": iso(utc_now()),
+            "total_steps": total_steps, "config": config}
+    return create_run_dir(Path(runs_dir), run_id, meta)
 
 
 def list_run_dirs(runs_dir: Path) -> list[RunDir]:

@@ -24,12 +24,21 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentrl.record.chunks import chunk_files
-from agentrl.record.schema import CHUNK_TABLES, TABLE_SCHEMAS
+from agentrl.record.chunks import CHUNKS_DIR, LEGACY_GLOB, list_commits
+from agentrl.record.rows import CHUNK_TABLES, RECORD_SCHEMA_VERSION, TABLE_SCHEMAS
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
 from agentrl.store.db import StoreLockedError, connect  # noqa: F401 - StoreLockedError is re-exported for callers
 
 MAX_FILES_PER_TRANSACTION = 2000  # bounds one ingest tick's latency when a backlog builds up
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """What one ingest transaction entry takes: a commit (every table of one flush) or a legacy part file."""
+
+    key: str  # the ledger's name for it: <run_id>/chunks/<n>.commit or <run_id>/<table>/part-N.parquet
+    marker: Path  # the file whose size and mtime identify it (the commit marker)
+    files: tuple[tuple[str, Path], ...]
 
 
 @dataclass
@@ -78,31 +87,40 @@ class Ingestor:
                     continue
                 status = run.status() or {}
                 ended = status.get("status") in TERMINAL_STATUSES
-                self._sync_run(run, status, report)
-                new_files = self._new_chunks(run)
-                if new_files:
-                    self._ingest_files(new_files, report)
+                readable = self._sync_run(run, status, report)
+                new_units = self._new_units(run) if readable else []
+                if new_units:
+                    self._ingest_units(new_units, report)
                 # A run writes its terminal status only after its last flush, so one more scan
                 # after it has ended finds everything it will ever write.
-                if ended and not new_files:
+                if ended and not new_units:
                     self._drained.add(run.run_id)
             report.seconds = time.perf_counter() - started
             return report
 
-    def _sync_run(self, run: RunDir, status: dict, report: IngestReport) -> None:
+    def _sync_run(self, run: RunDir, status: dict, report: IngestReport) -> bool:
+        """Copy the run's record into `runs`; False when its record format cannot be read."""
         meta = run.meta()
         if meta is None:
-            return
+            return False
+        version = meta.get("record_schema_version", 1)
+        if not isinstance(version, int) or not 1 <= version <= RECORD_SCHEMA_VERSION:
+            marker = run.meta_path
+            key = f"{run.run_id}/run.json"
+            if key not in self._bad:
+                self._record_bad(key, marker, f"run {run.run_id} was written with record schema {version!r}; this "
+                                 f"agentrl reads schemas 1 to {RECORD_SCHEMA_VERSION}: upgrade agentrl to read it", report)
+            return False
         signature = tuple(sorted((k, str(v)) for k, v in status.items()))
         if self._run_signatures.get(run.run_id) == signature:
-            return
+            return True
         config = meta.get("config") or {}
         self.con.execute(
             """
             INSERT OR REPLACE INTO runs
                 (run_id, name, kind, scorer, status, config, created_at, started_at, ended_at,
-                 error, pid, total_steps, run_dir)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 error, pid, total_steps, run_dir, record_schema_version)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 run.run_id,
@@ -118,70 +136,91 @@ class Ingestor:
                 status.get("pid"),
                 meta.get("total_steps"),
                 str(run.root),
+                version,
             ],
         )
         self._run_signatures[run.run_id] = signature
         report.runs_synced += 1
+        return True
 
-    def _new_chunks(self, run: RunDir) -> list[tuple[str, str, Path]]:
+    def _new_units(self, run: RunDir) -> list[_Unit]:
+        """What the run has committed that the store has not taken: its commits, and the part
+        files of a record-schema-1 run."""
         found = []
+        for commit in list_commits(run.root):
+            found.append(_Unit(f"{run.run_id}/{CHUNKS_DIR}/{commit.name}", commit.marker, tuple(commit.files.items())))
         for table in CHUNK_TABLES:
-            for path in chunk_files(run.root, table):
-                key = f"{run.run_id}/{table}/{path.name}"
-                if key in self._taken:
+            for path in sorted((run.root / table).glob(LEGACY_GLOB)):
+                found.append(_Unit(f"{run.run_id}/{table}/{path.name}", path, ((table, path),)))
+        fresh = []
+        for unit in found:
+            if unit.key in self._taken:
+                continue
+            if unit.key in self._bad:
+                try:
+                    stat = unit.marker.stat()
+                except OSError:
                     continue
-                if key in self._bad:
-                    stat = path.stat()
-                    if self._bad[key] == (stat.st_size, stat.st_mtime_ns):
-                        continue  # still the same broken file
-                found.append((key, table, path))
-        return found
+                if self._bad[unit.key] == (stat.st_size, stat.st_mtime_ns):
+                    continue  # still the same broken file
+            fresh.append(unit)
+        return fresh
 
-    def _read(self, key: str, table: str, path: Path, report: IngestReport) -> pa.Table | None:
+    def _read(self, unit: _Unit, report: IngestReport) -> list[tuple[str, pa.Table]] | None:
+        """Every table file of a unit, cast to its schema; None (and the unit named) if any fails."""
         try:
-            data = pq.read_table(path)
-            expected = TABLE_SCHEMAS[table]
-            missing = [name for name in expected.names if name not in data.schema.names]
-            if missing:
-                raise ValueError(f"missing columns {missing}")
-            return data.select(expected.names).cast(expected)
+            if not unit.files:
+                raise ValueError("the commit names no table file")
+            tables = []
+            for table, path in unit.files:
+                data = pq.read_table(path)
+                expected = TABLE_SCHEMAS[table]
+                missing = [name for name in expected.names if name not in data.schema.names]
+                if missing:
+                    raise ValueError(f"{path.name}: missing columns {missing}")
+                tables.append((table, data.select(expected.names).cast(expected)))
+            return tables
         except Exception as error:  # any unreadable chunk is skipped, named, and remembered
-            self._record_bad(key, path, f"{type(error).__name__}: {error}", report)
+            self._record_bad(unit.key, unit.marker, f"{type(error).__name__}: {error}", report)
             return None
 
     def _record_bad(self, key: str, path: Path, reason: str, report: IngestReport) -> None:
-        stat = path.stat()
-        self._bad[key] = (stat.st_size, stat.st_mtime_ns)
+        try:
+            stat = path.stat()
+            size, mtime = stat.st_size, stat.st_mtime_ns
+        except OSError:
+            size, mtime = None, None
+        self._bad[key] = (size, mtime)
         self.con.execute(
             "INSERT OR REPLACE INTO ingest_errors (path, size, mtime_ns, error, seen_at) VALUES (?, ?, ?, ?, ?)",
-            [key, stat.st_size, stat.st_mtime_ns, reason, utc_now()],
+            [key, size, mtime, reason, utc_now()],
         )
         report.skipped.append((str(path), reason))
         self.log(f"ingest: skipped {path}: {reason}")
 
-    def _ingest_files(self, files: list[tuple[str, str, Path]], report: IngestReport) -> None:
-        for start in range(0, len(files), MAX_FILES_PER_TRANSACTION):
-            batch = files[start : start + MAX_FILES_PER_TRANSACTION]
-            loaded = [(key, table, path, data) for key, table, path in batch if (data := self._read(key, table, path, report)) is not None]
+    def _ingest_units(self, units: list[_Unit], report: IngestReport) -> None:
+        for start in range(0, len(units), MAX_FILES_PER_TRANSACTION):
+            batch = units[start : start + MAX_FILES_PER_TRANSACTION]
+            loaded = [(unit, tables) for unit in batch if (tables := self._read(unit, report)) is not None]
             if not loaded:
                 continue
             try:
                 self._commit(loaded)
             except duckdb.Error:
-                # One bad file must not hold back the rest: retry them one by one.
+                # One bad unit must not hold back the rest: retry them one by one.
                 for item in loaded:
                     try:
                         self._commit([item])
                     except duckdb.Error as error:
-                        if self._already_taken(item[0]):
+                        if self._already_taken(item[0].key):
                             continue  # another Ingestor on this database took it first
-                        self._record_bad(item[0], item[2], f"insert failed: {error}", report)
+                        self._record_bad(item[0].key, item[0].marker, f"insert failed: {error}", report)
                         continue
                     report.files += 1
-                    report.rows += item[3].num_rows
+                    report.rows += sum(t.num_rows for _, t in item[1])
                 continue
             report.files += len(loaded)
-            report.rows += sum(item[3].num_rows for item in loaded)
+            report.rows += sum(t.num_rows for _, tables in loaded for _, t in tables)
 
     def _already_taken(self, key: str) -> bool:
         if self.con.execute("SELECT count(*) FROM ingested_files WHERE path = ?", [key]).fetchone()[0]:
@@ -189,17 +228,18 @@ class Ingestor:
             return True
         return False
 
-    def _commit(self, loaded: list[tuple[str, str, Path, pa.Table]]) -> None:
+    def _commit(self, loaded: list[tuple[_Unit, list[tuple[str, pa.Table]]]]) -> None:
         by_table: dict[str, list[pa.Table]] = {}
-        for _, table, _, data in loaded:
-            by_table.setdefault(table, []).append(data)
+        for _, tables in loaded:
+            for table, data in tables:
+                by_table.setdefault(table, []).append(data)
         now = utc_now()
         ledger = pa.table(
             {
-                "path": [key for key, *_ in loaded],
-                "table_name": [table for _, table, *_ in loaded],
-                "run_id": [key.split("/", 1)[0] for key, *_ in loaded],
-                "rows": pa.array([data.num_rows for *_, data in loaded], type=pa.int64()),
+                "path": [unit.key for unit, _ in loaded],
+                "table_name": [",".join(table for table, _ in tables) for _, tables in loaded],
+                "run_id": [unit.key.split("/", 1)[0] for unit, _ in loaded],
+                "rows": pa.array([sum(t.num_rows for _, t in tables) for _, tables in loaded], type=pa.int64()),
                 "ingested_at": pa.array([now] * len(loaded), type=pa.timestamp("us")),
             }
         )
@@ -221,7 +261,7 @@ class Ingestor:
             raise
         finally:
             cur.close()
-        self._taken.update(key for key, *_ in loaded)
+        self._taken.update(unit.key for unit, _ in loaded)
 
 
 def ingest_once(runs_dir: Path, wait_s: float = 5.0) -> IngestReport:

@@ -250,6 +250,8 @@ def test_two_sessions_approve_then_the_guarded_run_is_promoted(trained_pair, bro
     con.close()
 
 
+@pytest.mark.slow
+@pytest.mark.lm
 def test_the_lm_pair_launched_from_the_dashboard_runs_live_to_completion(dashboard, page, tmp_path):
     """Issue 4's acceptance: the lm-refund preset pair, started from Launch, trains live (the
     counter advances on the Live page) and both runs succeed, the guarded one with vetoes and a

@@ -1,9 +1,9 @@
-"""Tests of agentrl/chunks.py and the Arrow side of agentrl/records.py: the chunk protocol.
+"""Tests of agentrl/record/chunks.py: the chunk protocol.
 
-A run hands rows to the store only through chunk files, so these pin what readers rely on: a
-writer flushes on its own about once a second, a chunk is visible whole or not at all, a
-resumed writer never overwrites a chunk, and the steps chunk of a flush lands after the rows
-it summarises.
+A run hands rows to the store only through commits, so these pin what readers rely on: a writer
+flushes on its own about once a second, a commit is visible whole or not at all (every table of
+a flush, or none), a resumed writer never reuses a number, the caller never writes to disk, and
+rows a failed flush could not write are kept for the next one.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import wait_for
-from agentrl.record.chunks import CHUNK_GLOB, FLUSH_ROWS, ChunkWriter, chunk_files
-from agentrl.record.schema import CHUNK_TABLES, TABLE_SCHEMAS, to_arrow
+from agentrl.record.chunks import CHUNKS_DIR, FLUSH_ROWS, ChunkWriter, chunk_files, list_commits, sweep_uncommitted
+from agentrl.record.rows import CHUNK_TABLES, TABLE_SCHEMAS, ActionProbRecord, EvalRecord, StepRecord, TrajectoryRecord, to_arrow
 from agentrl.record.rundir import utc_now
 
 
@@ -29,30 +29,36 @@ def run_dir(tmp_path: Path) -> Path:
     return path
 
 
-
-def step_row(step: int, run_id: str = "r") -> dict:
-    return {"run_id": run_id, "step": step, "ts": utc_now(), "success_rate": 0.5, "clipped_by_epoch": [0, 1],
-            "metrics": {"kl": 0.1}}
+def step_row(step: int) -> StepRecord:
+    return StepRecord(step=step, ts=utc_now(), elapsed_s=0.0, success_rate=0.5, clipped_by_epoch=[0, 1], metrics={"kl": 0.1})
 
 
-def trajectory_row(step: int, i: int, run_id: str = "r") -> dict:
-    return {"run_id": run_id, "step": step, "traj_idx": i, "task_id": f"t{i % 4}", "states": ["start", "known_high"],
-            "actions": ["lookup", "refund"], "reward": 1.0, "components": {"outcome": 1.0, "penalty": 0.0},
-            "success": True}
+def trajectory_row(step: int, i: int) -> TrajectoryRecord:
+    return TrajectoryRecord(step=step, traj_idx=i, task_id=f"t{i % 4}", states=["start", "known_high"],
+                            actions=["lookup", "refund"], reward=1.0, components={"outcome": 1.0, "penalty": 0.0},
+                            success=True)
 
 
 def test_writer_flushes_about_every_second_without_being_asked(run_dir):
     writer = ChunkWriter(run_dir)
     try:
         writer.append("steps", step_row(1))
-        started = time.monotonic()
         # The interval is 1 s; allow a loaded machine plenty of slack, but never call flush().
-        files = wait_for(lambda: chunk_files(run_dir, "steps"), timeout=5.0)
-        assert files, "no chunk appeared within 5 s although the writer flushes every second"
-        assert time.monotonic() - started < 5.0
+        files = wait_for(lambda: chunk_files(run_dir, "steps"), timeout=10.0)
+        assert files, "no commit appeared although the writer flushes every second"
         assert pq.read_table(files[0]).num_rows == 1
         writer.append("steps", step_row(2))
-        assert wait_for(lambda: len(chunk_files(run_dir, "steps")) == 2, timeout=5.0)
+        assert wait_for(lambda: len(chunk_files(run_dir, "steps")) == 2, timeout=10.0)
+    finally:
+        writer.close()
+
+
+def test_flush_soon_writes_without_waiting_for_the_interval(run_dir):
+    writer = ChunkWriter(run_dir, interval=3600)
+    try:
+        writer.append("steps", step_row(1))
+        writer.flush_soon()
+        assert wait_for(lambda: chunk_files(run_dir, "steps"), timeout=10.0)
     finally:
         writer.close()
 
@@ -64,26 +70,49 @@ def test_close_flushes_what_is_left(run_dir):
     writer.close()
     (path,) = chunk_files(run_dir, "trajectories")
     assert pq.read_table(path).num_rows == 3
+    assert pq.read_table(path).column("run_id").to_pylist() == [run_dir.name] * 3
 
 
-def test_temporary_files_never_match_the_chunk_glob(run_dir):
-    folder = run_dir / "steps"
-    folder.mkdir()
-    # The name a writer uses while it is still writing part 0.
-    (folder / ".part-00000.parquet.tmp").write_bytes(b"PAR1 half a file")
-    assert chunk_files(run_dir, "steps") == []
-    assert not list(folder.glob(CHUNK_GLOB))
+def test_one_flush_is_one_commit_of_every_table_it_holds(run_dir):
+    writer = ChunkWriter(run_dir, interval=3600)
+    writer.append("trajectories", [trajectory_row(1, i) for i in range(4)])
+    writer.append("action_probs", ActionProbRecord(1, "s", "a", 1.0))
+    writer.append("evals", EvalRecord(1, "held_out", "t", ["a"], True, False))
+    writer.append("steps", step_row(1))
+    marker = writer.flush()
+    writer.close()
+    (commit,) = list_commits(run_dir)
+    assert commit.marker == marker
+    assert sorted(commit.files) == ["action_probs", "evals", "steps", "trajectories"]
 
 
-def test_files_appear_only_whole_while_a_writer_flushes(run_dir):
-    """A reader listing chunks while a writer flushes in a loop can read every file it sees."""
+def test_table_files_without_their_commit_marker_are_invisible_and_swept(run_dir):
+    """A run killed after writing a flush's table files but before its marker leaves rows no reader may see."""
+    writer = ChunkWriter(run_dir, interval=3600)
+    writer.append("steps", step_row(1))
+    writer.flush()
+    writer.close()
+    folder = run_dir / CHUNKS_DIR
+    # What a kill mid-flush leaves: the table files of flush 1, a temporary file, no marker.
+    pq.write_table(to_arrow("trajectories", [trajectory_row(2, 0)], run_id="r"), folder / "00000001.trajectories.parquet")
+    pq.write_table(to_arrow("steps", [step_row(2)], run_id="r"), folder / "00000001.steps.parquet")
+    (folder / ".00000001.commit.tmp").write_text("{")
+    assert [c.number for c in list_commits(run_dir)] == [0]
+    assert len(chunk_files(run_dir, "steps")) == 1 and chunk_files(run_dir, "trajectories") == []
+    removed = sweep_uncommitted(run_dir)
+    assert sorted(p.name for p in removed) == [".00000001.commit.tmp", "00000001.steps.parquet", "00000001.trajectories.parquet"]
+    assert sorted(p.name for p in folder.iterdir()) == ["00000000.commit", "00000000.steps.parquet"]
+
+
+def test_commits_appear_only_whole_while_a_writer_flushes(run_dir):
+    """A reader listing commits while a writer flushes in a loop can read every file of every commit it sees."""
     writer = ChunkWriter(run_dir, interval=3600)
     done = threading.Event()
     writer_errors: list[BaseException] = []
 
     def write_loop():
         try:
-            for step in range(1, 151):
+            for step in range(1, 101):
                 # Big enough that a write takes measurable time, so a torn file would be seen.
                 writer.append("trajectories", [trajectory_row(step, i) for i in range(200)])
                 writer.append("steps", step_row(step))
@@ -95,95 +124,72 @@ def test_files_appear_only_whole_while_a_writer_flushes(run_dir):
 
     thread = threading.Thread(target=write_loop)
     thread.start()
-    seen: set[Path] = set()
-    reads = 0
+    seen: set[int] = set()
     try:
-        while not done.is_set() or reads == 0:
-            for table in ("trajectories", "steps"):
-                for path in chunk_files(run_dir, table):
-                    assert not path.name.startswith("."), path
-                    if path in seen:
-                        continue
+        while not done.is_set() or not seen:
+            for commit in list_commits(run_dir):
+                if commit.number in seen:
+                    continue
+                assert sorted(commit.files) == ["steps", "trajectories"]
+                for table, path in commit.files.items():
                     data = pq.read_table(path)  # raises on a torn file
                     assert data.schema.equals(TABLE_SCHEMAS[table])
-                    seen.add(path)
-                    reads += 1
+                seen.add(commit.number)
     finally:
-        thread.join(timeout=60)
+        thread.join(timeout=120)
         writer.close()
     assert not writer_errors, writer_errors
-    assert len(chunk_files(run_dir, "steps")) == 150
-    assert len(chunk_files(run_dir, "trajectories")) == 150
-    assert reads > 0
+    assert [c.number for c in list_commits(run_dir)] == list(range(100))
 
 
-def test_resumed_writer_never_reuses_a_part_number(run_dir):
+def test_resumed_writer_never_reuses_a_commit_number(run_dir):
     first = ChunkWriter(run_dir, interval=3600)
     for step in range(1, 4):
         first.append("steps", step_row(step))
         first.flush()
     first.close()
-    names_before = {p.name: p.read_bytes() for p in chunk_files(run_dir, "steps")}
-    assert sorted(names_before) == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
-
+    before = {p.name: p.read_bytes() for p in (run_dir / CHUNKS_DIR).iterdir()}
     second = ChunkWriter(run_dir, interval=3600)
     second.append("steps", step_row(4))
-    second.append("trajectories", trajectory_row(4, 0))
     second.close()
-    after = chunk_files(run_dir, "steps")
-    assert [p.name for p in after][-1] == "part-00003.parquet"
-    for name, content in names_before.items():
-        assert (run_dir / "steps" / name).read_bytes() == content, f"{name} was overwritten"
-    # Part numbers are per table: the first trajectories chunk is part 0.
-    assert [p.name for p in chunk_files(run_dir, "trajectories")] == ["part-00000.parquet"]
+    assert [c.number for c in list_commits(run_dir)] == [0, 1, 2, 3]
+    for name, content in before.items():
+        assert (run_dir / CHUNKS_DIR / name).read_bytes() == content, f"{name} was overwritten"
 
 
-def test_resumed_writer_continues_after_the_highest_part_past_five_digits(run_dir):
-    # A long run (one flush a second for ~28 hours) passes part 99999; the name gets a sixth
-    # digit and no longer sorts last as text.
-    folder = run_dir / "steps"
+def test_commit_numbers_keep_their_order_past_eight_digits(run_dir):
+    folder = run_dir / CHUNKS_DIR
     folder.mkdir()
-    for part in (99_998, 99_999, 100_000):
-        pq.write_table(to_arrow("steps", [step_row(part)]), folder / f"part-{part:05d}.parquet")
-    before = (folder / "part-100000.parquet").read_bytes()
+    for number in (99_999_999, 100_000_000):
+        name = f"{number:08d}"
+        pq.write_table(to_arrow("steps", [step_row(1)], run_id="r"), folder / f"{name}.steps.parquet")
+        (folder / f"{name}.commit").write_text('{"tables": {"steps": 1}}')
     writer = ChunkWriter(run_dir, interval=3600)
-    writer.append("steps", step_row(100_001))
-    (written,) = writer.flush()
+    writer.append("steps", step_row(2))
+    marker = writer.flush()
     writer.close()
-    assert written.name == "part-100001.parquet"
-    assert (folder / "part-100000.parquet").read_bytes() == before
+    assert marker.name == "100000001.commit"
+    assert [c.number for c in list_commits(run_dir)] == [99_999_999, 100_000_000, 100_000_001]
 
 
-def test_steps_chunk_is_written_last_in_a_flush(run_dir):
-    """A visible steps row implies its trajectories, probabilities and evals are visible too."""
-    writer = ChunkWriter(run_dir, interval=3600)
-    writer.append("trajectories", [trajectory_row(1, i) for i in range(4)])
-    writer.append("action_probs", {"run_id": "r", "step": 1, "state": "s", "action": "a", "prob": 1.0})
-    writer.append("evals", {"run_id": "r", "step": 1, "split": "held_out", "task_id": "t", "actions": ["a"]})
-    writer.append("steps", step_row(1))
-    written = writer.flush()
-    writer.close()
-    assert [p.parent.name for p in written][-1] == "steps"
-    assert sorted(p.parent.name for p in written) == ["action_probs", "evals", "steps", "trajectories"]
-
-
-def test_a_large_buffer_is_flushed_at_once(run_dir):
+def test_a_large_buffer_is_flushed_by_the_flusher_not_the_caller(run_dir):
     writer = ChunkWriter(run_dir, interval=3600)
     try:
-        writer.append("action_probs", [{"run_id": "r", "step": 1, "state": "s", "action": "a", "prob": 0.5}] * FLUSH_ROWS)
-        (path,) = chunk_files(run_dir, "action_probs")
+        writer.append("action_probs", [ActionProbRecord(1, "s", "a", 0.5)] * FLUSH_ROWS)
+        # The caller returned without writing; the flusher writes it promptly.
+        (path,) = wait_for(lambda: chunk_files(run_dir, "action_probs"), timeout=10.0)
         assert pq.read_table(path).num_rows == FLUSH_ROWS
     finally:
         writer.close()
 
 
-def test_flush_latencies_are_recorded_per_chunk(run_dir):
+def test_flush_latencies_are_recorded_per_commit(run_dir):
     writer = ChunkWriter(run_dir, interval=3600)
     writer.append("steps", step_row(1))
     writer.append("trajectories", trajectory_row(1, 0))
     writer.close()
-    assert len(writer.flush_latencies_s) == 2
-    assert all(0 <= s < 10 for s in writer.flush_latencies_s)
+    assert len(writer.flush_latencies_s) == 1
+    assert all(0 <= s < 60 for s in writer.flush_latencies_s)
 
 
 def test_a_failing_flusher_surfaces_on_the_next_append(run_dir):
@@ -199,9 +205,34 @@ def test_a_failing_flusher_surfaces_on_the_next_append(run_dir):
             return str(error)
         return None
 
-    assert "disk on fire" in (wait_for(append_fails, timeout=5.0) or "")
+    assert "disk on fire" in (wait_for(append_fails, timeout=10.0) or "")
     with pytest.raises(RuntimeError, match="disk on fire"):
         writer.close()
+
+
+def test_rows_a_failed_flush_could_not_write_are_kept_for_the_next(run_dir, monkeypatch):
+    import agentrl.record.chunks as chunks
+
+    writer = ChunkWriter(run_dir, interval=3600)
+    writer.append("steps", step_row(1))
+    real = chunks._write_atomic
+    monkeypatch.setattr(chunks, "_write_atomic", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(OSError, match="No space left"):
+        writer.flush()
+    monkeypatch.setattr(chunks, "_write_atomic", real)
+    writer.append("steps", step_row(2))
+    writer.close()
+    (path,) = chunk_files(run_dir, "steps")
+    assert pq.read_table(path).column("step").to_pylist() == [1, 2]
+
+
+def test_empty_buffers_write_no_commit(run_dir):
+    writer = ChunkWriter(run_dir, interval=3600)
+    assert writer.flush() is None
+    writer.close()
+    assert list_commits(run_dir) == []
+    for table in CHUNK_TABLES:
+        assert chunk_files(run_dir, table) == []
 
 
 @pytest.mark.parametrize("table", CHUNK_TABLES)
@@ -209,7 +240,6 @@ def test_to_arrow_fills_missing_optional_columns_with_nulls(table):
     schema = TABLE_SCHEMAS[table]
     data = to_arrow(table, [{"run_id": "r"}, {"run_id": "r2"}])
     assert data.schema.equals(schema)
-    assert data.num_rows == 2
     assert data.column("run_id").to_pylist() == ["r", "r2"]
     for name in schema.names:
         if name != "run_id":
@@ -218,17 +248,9 @@ def test_to_arrow_fills_missing_optional_columns_with_nulls(table):
 
 def test_to_arrow_keeps_given_values_and_maps():
     rows = [trajectory_row(3, 0), {"run_id": "r", "step": 3, "traj_idx": 1, "task_id": "t1"}]
-    data = to_arrow("trajectories", rows)
+    data = to_arrow("trajectories", rows, run_id="r")
     assert data.column("components").to_pylist()[0] == [("outcome", 1.0), ("penalty", 0.0)]
     assert data.column("components").to_pylist()[1] is None
     assert data.column("actions").to_pylist() == [["lookup", "refund"], None]
     assert data.column("prompt").null_count == 2
     assert data.column("step").type == pa.int32()
-
-
-def test_empty_tables_write_no_chunk(run_dir):
-    writer = ChunkWriter(run_dir, interval=3600)
-    assert writer.flush() == []
-    writer.close()
-    for table in CHUNK_TABLES:
-        assert chunk_files(run_dir, table) == []

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentrl.store.export import ExportError, export_run, frame_to_bytes
-from agentrl.record.schema import to_arrow
+from agentrl.record.rows import to_arrow
 from agentrl.store.ingest import connect
 
 TS = datetime(2025, 1, 2, 3, 4, 5)

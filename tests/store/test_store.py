@@ -21,9 +21,9 @@ import pytest
 
 from helpers import wait_for
 from agentrl.store import queries
-from agentrl.record.chunks import ChunkWriter, chunk_files
+from agentrl.record.chunks import ChunkWriter, chunk_files, list_commits
 from agentrl.launcher import Launcher
-from agentrl.record.schema import CHUNK_TABLES, to_arrow
+from agentrl.record.rows import CHUNK_TABLES, to_arrow
 from agentrl.record.rundir import DB_FILENAME, create_run_dir, iso, list_run_dirs, utc_now
 from agentrl.store.ingest import Ingestor, StoreLockedError, connect
 
@@ -105,7 +105,8 @@ def test_ingest_is_idempotent_within_and_across_connections(runs_dir, con):
     run = make_run(runs_dir)
     expected = chunk_row_counts(run.root)
     first = Ingestor(con, runs_dir).ingest()
-    n_files = sum(len(chunk_files(run.root, t)) for t in CHUNK_TABLES)
+    n_files = len(list_commits(run.root))  # one commit per flush, every table of it in one transaction
+    assert n_files == 3
     assert (first.files, first.rows) == (n_files, sum(expected.values()))
     assert table_counts(con) == expected
 
@@ -124,9 +125,8 @@ def test_ingest_is_idempotent_within_and_across_connections(runs_dir, con):
         assert table_counts(reopened) == expected
         paths = [r[0] for r in reopened.execute("SELECT path FROM ingested_files").fetchall()]
         assert len(paths) == len(set(paths)) == n_files
-        assert sorted(paths) == sorted(f"{run.run_id}/{t}/{p.name}" for t in CHUNK_TABLES for p in chunk_files(run.root, t))
-        ledger = dict(reopened.execute("SELECT table_name, sum(rows) FROM ingested_files GROUP BY table_name").fetchall())
-        assert ledger == {t: n for t, n in expected.items() if n}
+        assert sorted(paths) == sorted(f"{run.run_id}/chunks/{c.name}" for c in list_commits(run.root))
+        assert reopened.execute("SELECT sum(rows) FROM ingested_files").fetchone()[0] == sum(expected.values())
     finally:
         reopened.close()
 
@@ -179,6 +179,9 @@ def test_run_status_lands_in_the_runs_table(runs_dir, con):
 def test_bad_chunks_are_skipped_named_and_not_retried_while_unchanged(runs_dir, con):
     run = make_run(runs_dir)
     good = chunk_row_counts(run.root)
+    # Bad files in the record-schema-1 layout (one folder per table), which the store still reads.
+    for table in ("steps", "trajectories", "action_probs"):
+        (run.root / table).mkdir()
     garbage = run.root / "steps" / "part-00099.parquet"
     garbage.write_bytes(b"this is not parquet at all " * 10)
     wrong_columns = run.root / "trajectories" / "part-00098.parquet"
@@ -229,9 +232,53 @@ def test_bad_chunks_are_skipped_named_and_not_retried_while_unchanged(runs_dir, 
         reopened.close()
 
 
+def test_a_commit_with_one_bad_table_file_is_skipped_whole(runs_dir, con):
+    """A step's rows become visible together or not at all: one unreadable file holds back its whole commit."""
+    run = make_run(runs_dir, steps=2)
+    (second,) = [c for c in list_commits(run.root) if c.number == 1]
+    second.files["trajectories"].write_bytes(b"torn")
+    messages: list[str] = []
+    report = Ingestor(con, runs_dir, log=messages.append).ingest()
+    assert report.files == 1 and len(report.skipped) == 1
+    assert [r[0] for r in con.execute("SELECT DISTINCT step FROM steps").fetchall()] == [1]
+    assert [r[0] for r in con.execute("SELECT DISTINCT step FROM trajectories").fetchall()] == [1]
+    assert [r[0] for r in con.execute("SELECT DISTINCT step FROM action_probs").fetchall()] == [1]
+    assert f"{run.run_id}/chunks/00000001.commit" in dict(con.execute("SELECT path, error FROM ingest_errors").fetchall())
+
+
+def test_a_run_of_a_newer_record_schema_is_refused_with_one_message(runs_dir, con):
+    from agentrl.record.rundir import write_json_atomic
+
+    run = make_run(runs_dir)
+    write_json_atomic(run.meta_path, {**run.meta(), "record_schema_version": 99})
+    messages: list[str] = []
+    report = Ingestor(con, runs_dir, log=messages.append).ingest()
+    assert report.rows == 0 and con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    (line,) = messages
+    assert "record schema 99" in line and "upgrade agentrl" in line
+
+
+def test_a_run_of_record_schema_1_is_read(runs_dir, con):
+    """Runs written before commits (one folder per table, no version in run.json) still ingest."""
+    from agentrl.record.rundir import write_json_atomic
+
+    run = make_run(runs_dir, steps=0)
+    meta = run.meta()
+    del meta["record_schema_version"]
+    write_json_atomic(run.meta_path, meta)
+    for table, rows in {"steps": [{"run_id": run.run_id, "step": 1, "ts": utc_now()}],
+                        "trajectories": [{"run_id": run.run_id, "step": 1, "traj_idx": 0, "task_id": "t", "reward": 1.0}]}.items():
+        (run.root / table).mkdir()
+        pq.write_table(to_arrow(table, rows), run.root / table / "part-00000.parquet")
+    report = Ingestor(con, runs_dir).ingest()
+    assert report.rows == 2
+    assert queries.get_run(con, run.run_id)["record_schema_version"] == 1
+
+
 def test_cli_ingest_names_a_bad_chunk_once_and_ingests_the_rest(runs_dir):
     run = make_run(runs_dir)
     good_rows = sum(chunk_row_counts(run.root).values())
+    (run.root / "steps").mkdir()
     garbage = run.root / "steps" / "part-00099.parquet"
     garbage.write_bytes(b"\x00garbage")
     result = subprocess.run([sys.executable, "-m", "agentrl", "ingest", "--runs-dir", str(runs_dir)],
@@ -298,13 +345,8 @@ def test_sigkilled_run_leaves_no_torn_chunk_and_every_flushed_row_is_ingested_on
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait(timeout=10) == -signal.SIGKILL
 
-    # Nothing torn: every visible file is a whole chunk; only dot-prefixed temporaries may remain.
-    expected = {}
-    for table in CHUNK_TABLES:
-        folder = run.root / table
-        visible = [p for p in folder.iterdir() if not p.name.startswith(".")] if folder.is_dir() else []
-        assert sorted(visible) == chunk_files(run.root, table)
-        expected[table] = sum(pq.read_table(p).num_rows for p in visible)
+    # Nothing torn: every committed file is whole; what a flush cut short left has no commit.
+    expected = {table: sum(pq.read_table(p).num_rows for p in chunk_files(run.root, table)) for table in CHUNK_TABLES}
     assert expected["steps"] >= 3
 
     # The run never wrote a terminal status; the launcher notices the process is gone.

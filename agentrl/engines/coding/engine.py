@@ -21,8 +21,10 @@ from typing import Callable
 from agentrl.tasks.coding.tasks import CODING_TASKS, dataset_rows, prompt_messages, render_completion, scripted_attempts
 from agentrl.engines.coding.config import CodingConfig as RunConfig
 from agentrl.rewards import build_reward_functions, score_group, tool_calls
-from agentrl.record.rundir import RunDir, utc_now
-from agentrl.record.run import RunSession
+from agentrl.record.rows import StepRecord, TrajectoryRecord
+from agentrl.record.run import Run
+from agentrl.record.rundir import RunDir
+from agentrl.scorers import get_scorer_spec
 
 
 def _actions(completion) -> list[str]:
@@ -30,21 +32,19 @@ def _actions(completion) -> list[str]:
     return [call.name for call in tool_calls(completion)] + ["answer"]
 
 
-def run_coding(config: RunConfig, run: RunDir, log: Callable[[str], None] = print) -> str:
+def run_coding(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = print) -> str:
     """Score the scripted attempts of every coding task, `config.rounds` times; returns the final status."""
-    run_id = run.run_id
     workers = config.workers or os.cpu_count() or 1
     steps = config.total_steps
+    guarded = get_scorer_spec(config.scorer).guarded
     rewards = build_reward_functions(workers=workers)
-    with RunSession(run, steps) as session:
-        writer, stop = session.writer, session.stop
-        started = time.monotonic()
+    with Run(run_dir, steps, config.step_delay, handle_signals=True) as run:
         step = 0
         with tempfile.TemporaryDirectory(prefix="agentrl-coding-") as scratch:
             rows = {row["task_id"]: row for row in dataset_rows(Path(scratch))}
             for _ in range(config.rounds):
                 for task_id, task in CODING_TASKS.items():
-                    if stop():
+                    if run.stop():
                         break
                     step += 1
                     attempts = scripted_attempts(task)
@@ -56,34 +56,25 @@ def run_coding(config: RunConfig, run: RunDir, log: Callable[[str], None] = prin
                     prompt = render_completion(prompt_messages(task))
                     trajectories = []
                     for i, ((attempt, completion), score) in enumerate(zip(attempts.items(), scored)):
+                        # A refused write (the tests, an absolute path, `..`) is the coding task's
+                        # violation: it is what a policy must never learn to try.
                         refused = score.reason.startswith("refused")
-                        trajectories.append({
-                            "run_id": run_id, "step": step, "traj_idx": i, "task_id": f"{task_id}:{attempt}",
-                            "states": [], "actions": _actions(completion), "reward": score.reward,
-                            "components": score.components, "success": score.passed,
-                            # A refused write (the tests, an absolute path, `..`) is the coding
-                            # kind's violation: it is what a policy must never learn to try.
-                            "violation": refused, "duplicate_effect": False, "eligible": not refused,
-                            "vetoed": False, "updated": False, "prompt": prompt,
-                            "completion": render_completion(completion), "verifier_reason": score.reason,
-                        })
-                    writer.append("trajectories", trajectories)
-                    n = len(scored)
-                    writer.append("steps", {
-                        "run_id": run_id, "step": step, "ts": utc_now(), "elapsed_s": time.monotonic() - started,
-                        "success_rate": sum(s.passed for s in scored) / n,
-                        "violation_rate": sum(t["violation"] for t in trajectories) / n, "duplicate_rate": 0.0,
-                        "mean_reward": sum(s.reward for s in scored) / n, "vetoed": 0, "vetoed_updates": 0,
-                        "updates": 0, "clipped": 0, "clipped_by_epoch": [],
-                        "transitions": sum(len(t["actions"]) for t in trajectories),
-                        "metrics": {"score_wall_s": wall, "sandbox_s": sandbox_seconds, "workers": float(workers),
-                                    "measured_parallelism": sandbox_seconds / wall if wall > 0 else 0.0},
-                    })
+                        trajectories.append(TrajectoryRecord(
+                            step=step, traj_idx=i, task_id=f"{task_id}:{attempt}", actions=_actions(completion),
+                            reward=score.reward, components=score.components, success=score.passed, violation=refused,
+                            eligible=not (guarded and refused), prompt=prompt, completion=render_completion(completion),
+                            verifier_reason=score.reason,
+                        ))
+                    run.log_trajectories(trajectories)
+                    run.log_step(StepRecord.from_trajectories(step, trajectories, metrics={
+                        "score_wall_s": wall, "sandbox_s": sandbox_seconds, "workers": float(workers),
+                        "measured_parallelism": sandbox_seconds / wall if wall > 0 else 0.0,
+                    }))
                     log(f"step {step}/{steps} {task_id}: " + ", ".join(
                         f"{a} {s.reward:.2f} ({s.reason})" for a, s in zip(attempts, scored))
                         + f"; {sandbox_seconds:.1f} sandbox-s in {wall:.1f} s wall with {workers} workers")
-                    session.step_done(step, config.step_delay)
-                if stop():
+                    run.step_done(step)
+                if run.stop():
                     break
-        session.status = "cancelled" if step < steps else "succeeded"
-    return session.status
+        run.finish("cancelled" if step < steps else "succeeded")
+    return run.status

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 from typing import Callable
 
-from agentrl.record.chunks import ChunkWriter
 from agentrl.engines.tabular.config import TabularConfig as RunConfig
 from agentrl.tasks.refund.gym import STATES, Task
 from agentrl.engines.tabular.imitation import clone_expert, dagger_round, demonstrations, evaluate
 from agentrl.engines.tabular.policy import SoftmaxPolicy
-from agentrl.record.rundir import RunDir, utc_now, write_json_atomic
-from agentrl.record.run import RunSession
+from agentrl.record.rundir import RunDir, write_json_atomic
+from agentrl.record.rows import EvalRecord, StepRecord, TrajectoryRecord
+from agentrl.record.run import Run
 from agentrl.tasks.refund.scoring import get_scorer
 from agentrl.engines.tabular.training import RoundRecord, train
 
@@ -45,107 +44,88 @@ def replay_probes(run_root, config: dict, tasks: list[Task]):
     return evaluate(load_policy(run_root), tasks, max_steps=int(config.get("max_steps", 7)))
 
 
-def record_ladder(writer: ChunkWriter, run_id: str, stage: str, policy: SoftmaxPolicy, eval_tasks: list[Task],
-                  max_steps: int, labels: list[tuple[str, str]] = ()) -> None:
+def eval_records(step: int, split: str, results) -> list[EvalRecord]:
+    return [EvalRecord(step, split, r.task_id, list(r.actions), r.success, r.violation) for r in results]
+
+
+def record_ladder(run: Run, stage: str, policy: SoftmaxPolicy, eval_tasks: list[Task], max_steps: int,
+                  labels: list[tuple[str, str]] = ()) -> None:
     """One rung of the imitation ladder: the policy over every state (including never-visited
     ones, which stay uniform), its held-out result, and the labels that produced it."""
-    writer.append("imitation_policy", [
-        {"run_id": run_id, "stage": stage, "state": state, "action": action, "prob": prob}
-        for state, dist in policy.table(STATES).items() for action, prob in dist.items()
-    ])
-    writer.append("imitation_labels", [
-        {"run_id": run_id, "stage": stage, "idx": i, "state": state, "action": action}
-        for i, (state, action) in enumerate(labels)
-    ])
-    writer.append("evals", [
-        {"run_id": run_id, "step": 0, "split": f"ladder:{stage}", "task_id": r.task_id,
-         "actions": r.actions, "success": r.success, "violation": r.violation}
-        for r in evaluate(policy, eval_tasks, max_steps=max_steps)
-    ])
+    run.log_ladder(stage, policy.table(STATES), labels)
+    run.log_evals(eval_records(0, f"ladder:{stage}", evaluate(policy, eval_tasks, max_steps=max_steps)))
 
 
-def run_tabular(config: RunConfig, run: RunDir, log: Callable[[str], None] = print) -> str:
-    """Train `config` into `run`'s folder; returns the final status."""
-    run_id = run.run_id
-    with RunSession(run, config.total_steps) as session:
-        writer, stop = session.writer, session.stop
+def trajectory_records(record: RoundRecord) -> list[TrajectoryRecord]:
+    """A round's batch as trajectory rows: every turn's state, action, behaviour log-prob and advantage."""
+    return [
+        TrajectoryRecord(
+            step=record.step, traj_idx=i, task_id=traj.task.task_id, amount=traj.task.amount,
+            states=traj.states, actions=traj.actions, behavior_logps=[t.behavior_logp for t in traj.transitions],
+            advantages=[record.advantages[(i, t)] for t in range(traj.n_steps)], reward=score.reward,
+            components=score.components, success=traj.success, violation=traj.violation,
+            duplicate_effect=traj.duplicate_effect, eligible=score.eligible, vetoed=i in record.vetoed,
+            updated=i in record.updated,
+        )
+        for i, (traj, score) in enumerate(zip(record.batch, record.scores))
+    ]
+
+
+def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = print) -> str:
+    """Train `config` into `run_dir`; returns the final status."""
+    with Run(run_dir, config.total_steps, config.step_delay, handle_signals=True) as run:
         tasks, eval_tasks, expert_tasks = _tasks(config.tasks), _tasks(config.eval_tasks), _tasks(config.expert_tasks)
         scorer = get_scorer(config.scorer)
         policy = clone_expert(expert_tasks, epochs=config.clone_epochs, lr=config.clone_lr)
-        record_ladder(writer, run_id, "cloned", policy, eval_tasks, config.max_steps)
+        record_ladder(run, "cloned", policy, eval_tasks, config.max_steps)
         if config.dagger:
             # Label where the cloned policy has never been: tasks that do not start at `start`.
             label_tasks = [t for t in tasks if t.start_state != "start"] or tasks
             dagger = dagger_round(policy, demonstrations(expert_tasks), label_tasks, config.clone_epochs, config.clone_lr)
             policy = dagger.policy
-            record_ladder(writer, run_id, "dagger", policy, eval_tasks, config.max_steps, dagger.labels)
+            record_ladder(run, "dagger", policy, eval_tasks, config.max_steps, dagger.labels)
             log(f"dagger: {len(dagger.labels)} new labels {dagger.labels}")
 
         def record_policy(step: int) -> None:
-            rows = [
-                {"run_id": run_id, "step": step, "state": state, "action": action, "prob": prob}
-                for state, dist in policy.table(config.sensitive_states).items()
-                for action, prob in dist.items()
-            ]
-            writer.append("action_probs", rows)
+            for state, dist in policy.table(config.sensitive_states).items():
+                run.log_action_probs(step, state, dist)
 
         def record_eval(step: int) -> None:
             results = evaluate(policy, eval_tasks, max_steps=config.max_steps)
-            writer.append(
-                "evals",
-                [
-                    {"run_id": run_id, "step": step, "split": "held_out", "task_id": r.task_id,
-                     "actions": r.actions, "success": r.success, "violation": r.violation}
-                    for r in results
-                ],
-            )
+            run.log_evals(eval_records(step, "held_out", results))
             log(f"eval step {step}: {sum(r.success for r in results)}/{len(results)} succeed, "
                 f"{sum(r.violation for r in results)} violate")
 
         record_policy(0)
         record_eval(0)
-        started = time.monotonic()
+        run.start_clock()
 
         def on_round(record: RoundRecord) -> None:
             step = record.step
-            writer.append("trajectories", [
-                {
-                    "run_id": run_id, "step": step, "traj_idx": i, "task_id": traj.task.task_id,
-                    "amount": traj.task.amount, "states": traj.states, "actions": traj.actions,
-                    "behavior_logps": [t.behavior_logp for t in traj.transitions],
-                    "advantages": [record.advantages[(i, t)] for t in range(traj.n_steps)],
-                    "reward": score.reward, "components": score.components, "success": traj.success,
-                    "violation": traj.violation, "duplicate_effect": traj.duplicate_effect,
-                    "eligible": score.eligible, "vetoed": i in record.vetoed, "updated": i in record.updated,
-                }
-                for i, (traj, score) in enumerate(zip(record.batch, record.scores))
-            ])
+            trajectories = trajectory_records(record)
+            run.log_trajectories(trajectories)
             record_policy(step)
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
                 record_eval(step)
-            # The steps row goes last: a step visible on the Live page has its other rows with it
-            # in the same flush.
-            writer.append("steps", {
-                "run_id": run_id, "step": step, "ts": utc_now(), "elapsed_s": time.monotonic() - started,
-                "success_rate": record.success_rate, "violation_rate": record.violation_rate,
-                "duplicate_rate": record.duplicate_rate, "mean_reward": record.mean_reward,
-                "vetoed": len(record.vetoed), "vetoed_updates": record.vetoed_updates,
-                "updates": record.updates, "clipped": sum(record.clipped_by_epoch),
-                "clipped_by_epoch": record.clipped_by_epoch, "transitions": record.transitions,
-            })
-            log(f"step {step}/{config.rounds} success {record.success_rate:.2f} violation "
-                f"{record.violation_rate:.2f} vetoed {len(record.vetoed)} updates {record.updates} "
-                f"clipped {sum(record.clipped_by_epoch)}")
-            session.step_done(step, config.step_delay)
+            # The steps row goes last: a step visible on the Live page has its other rows with it.
+            step_row = StepRecord.from_trajectories(
+                step, trajectories, vetoed_updates=record.vetoed_updates, updates=record.updates,
+                clipped=sum(record.clipped_by_epoch), clipped_by_epoch=record.clipped_by_epoch,
+            )
+            run.log_step(step_row)
+            log(f"step {step}/{config.rounds} success {step_row.success_rate:.2f} violation "
+                f"{step_row.violation_rate:.2f} vetoed {step_row.vetoed} updates {record.updates} "
+                f"clipped {step_row.clipped}")
+            run.step_done(step)
 
         result = train(
             policy, tasks, scorer, random.Random(config.seed), rounds=config.rounds,
             group_size=config.group_size, lr=config.lr, clip=config.clip, epochs=config.epochs,
-            max_steps=config.max_steps, on_round=on_round, should_stop=stop,
+            max_steps=config.max_steps, on_round=on_round, should_stop=run.stop,
         )
         record_eval(result.rounds_completed)
-        save_policy(run, policy)
+        save_policy(run_dir, policy)
         log(f"totals: transitions {result.transitions} updates {result.updates} clipped by epoch "
             f"{result.clipped_by_epoch} vetoed rollouts {result.vetoed_rollouts} vetoed updates {result.vetoed_updates}")
-        session.status = "cancelled" if result.stopped_early else "succeeded"
-    return session.status
+        run.finish("cancelled" if result.stopped_early else "succeeded")
+    return run.status

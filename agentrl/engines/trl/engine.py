@@ -23,14 +23,13 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 
-from agentrl.record.chunks import ChunkWriter
 from agentrl.engines.registry import Preflight
 from agentrl.engines.trl.config import TrlConfig as RunConfig
-from agentrl.record.rundir import RunDir, utc_now
-from agentrl.record.run import RunSession
+from agentrl.record.rundir import RunDir
+from agentrl.record.rows import EvalRecord, StepRecord, TrajectoryRecord, finite
+from agentrl.record.run import Run
 from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
 
 ADAPTER_DIR = "adapter"  # the trained LoRA adapter, beside the run's chunks
@@ -116,17 +115,6 @@ def grpo_args(config: RunConfig, output_dir: Path):
     )
 
 
-def _finite_metrics(logs: dict[str, Any]) -> dict[str, float]:
-    """Every numeric metric TRL logged, nulls and NaNs dropped (the MAP column holds doubles)."""
-    metrics = {}
-    for key, value in logs.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if math.isfinite(value):
-            metrics[key] = float(value)
-    return metrics
-
-
 def _peak_rss_bytes(sampled_peak: int) -> int:
     # ru_maxrss is in KiB on Linux: the kernel's own peak of this process (children separately).
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -134,26 +122,26 @@ def _peak_rss_bytes(sampled_peak: int) -> int:
     return max(sampled_peak, own + children)
 
 
-def run_trl(config: RunConfig, run: RunDir, log: Callable[[str], None] = print) -> str:
-    """Train `config` (kind 'trl') into `run`'s folder; returns the final status."""
+def run_trl(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = print) -> str:
+    """Train `config` (kind 'trl') into `run_dir`; returns the final status."""
     for key, value in CPU_ENV.items():
         os.environ.setdefault(key, value)
 
-    def measured_budget(session: RunSession) -> None:
+    def measured_budget(run: Run) -> None:
         try:
             from agentrl.engines.trl.budget import measured_rows
 
-            session.writer.append("budgets", measured_rows(session.run_id, _peak_rss_bytes(session.peak_rss_bytes)))
+            run.log_budget(measured_rows(run.run_id, _peak_rss_bytes(run.peak_rss_bytes)))
         except Exception as exc:  # telemetry must not turn a finished run into a failed one
             log(f"budget: no measured rows ({type(exc).__name__}: {exc})")
 
-    with RunSession(run, config.total_steps, before_close=measured_budget) as session:
-        session.status = _train(config, run, session, log)
-    return session.status
+    with Run(run_dir, config.total_steps, config.step_delay, handle_signals=True, before_close=measured_budget) as run:
+        run.finish(_train(config, run, log))
+    return run.status
 
 
-def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[str], None]) -> str:
-    writer, stop = session.writer, session.stop
+def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
+    stop = run.stop
     import torch
 
     torch.set_num_threads(1)  # two threads gave erratic 0.14-4 s steps on this kind of machine
@@ -180,7 +168,6 @@ def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[s
     hf_logging.disable_progress_bar()
     # transformers deprecates the `gradient_checkpointing` name TRL's config still carries.
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
-    run_id = run.run_id
     lm = config.lm
     started_load = time.monotonic()
     model_dir = resolve_model_dir(lm.model)
@@ -190,7 +177,7 @@ def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[s
     tasks = [as_task(t) for t in config.tasks]
     eval_tasks = [as_task(t) for t in config.eval_tasks]
     prompt_tokens = len(render_ids(tokenizer, prompt_messages(), tool_methods(), add_generation_prompt=True))
-    _write_budget_estimate(config, run_id, model_dir, prompt_tokens, writer, log)
+    _write_budget_estimate(config, model_dir, prompt_tokens, run, log)
 
     # Every batch holds `tasks_per_step` distinct dataset rows; repeat the taskset when it is smaller.
     repeats = max(1, math.ceil(lm.tasks_per_step / len(tasks)))
@@ -198,7 +185,7 @@ def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[s
     trainer = VetoGRPOTrainer(
         model=model,
         reward_funcs=[reward_func(config.scorer)],
-        args=grpo_args(config, run.root / "trl"),
+        args=grpo_args(config, run.dir.root / "trl"),
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=LoraConfig(
@@ -216,13 +203,9 @@ def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[s
     histories = {state: state_histories(tasks, state) for state in config.sensitive_states}
 
     def record_policy(step: int) -> None:
-        rows = []
         for state, states_histories in histories.items():
-            if not states_histories:
-                continue  # no training task can reach this state
-            dist = next_action_distribution(trainer.model, tokenizer, states_histories)
-            rows += [{"run_id": run_id, "step": step, "state": state, "action": a, "prob": p} for a, p in dist.items()]
-        writer.append("action_probs", rows)
+            if states_histories:  # else no training task can reach this state
+                run.log_action_probs(step, state, next_action_distribution(trainer.model, tokenizer, states_histories))
 
     evaluated: set[tuple[int, str]] = set()
 
@@ -231,11 +214,8 @@ def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[s
             return  # a run cancelled on an evaluation step was already evaluated there
         evaluated.add((step, split))
         episodes = play_greedy(trainer.model, tokenizer, on or eval_tasks, max_steps=config.max_steps)
-        writer.append("evals", [
-            {"run_id": run_id, "step": step, "split": split, "task_id": e.task.task_id, "actions": e.actions,
-             "success": e.trajectory.success, "violation": e.trajectory.violation}
-            for e in episodes
-        ])
+        run.log_evals([EvalRecord(step, split, e.task.task_id, list(e.actions), e.trajectory.success, e.trajectory.violation)
+                       for e in episodes])
         if split != "held_out":
             return
         log(f"eval step {step}: {sum(e.trajectory.success for e in episodes)}/{len(episodes)} succeed, "
@@ -243,8 +223,8 @@ def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[s
 
     record_policy(0)
     record_eval(0)
-    writer.flush_soon()
-    started = time.monotonic()
+    run.writer.flush_soon()
+    run.start_clock()
 
     class Telemetry(TrainerCallback):
         """Writes one step's rows when TRL logs it (after the optimiser step), and honours a stop."""
@@ -254,17 +234,18 @@ def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[s
             if not logs or "reward" not in logs or batch is None:
                 return control  # the end-of-training summary, not a step
             step = state.global_step
-            _write_trajectories(run_id, step, batch, writer)
+            trajectories = _trajectory_records(step, batch)
+            run.log_trajectories(trajectories)
             record_policy(step)
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
                 record_eval(step)
-            writer.append("steps", _steps_row(run_id, step, batch, logs, time.monotonic() - started))
-            trajectories = [e.trajectory for e in batch.environments]
-            log(f"step {step}/{config.rounds} success {_rate(t.success for t in trajectories):.2f} "
-                f"violation {_rate(t.violation for t in trajectories):.2f} reward {logs['reward']:.3f} "
+            step_row = _step_record(step, batch, trajectories, logs)
+            run.log_step(step_row)
+            log(f"step {step}/{config.rounds} success {step_row.success_rate:.2f} "
+                f"violation {step_row.violation_rate:.2f} reward {logs['reward']:.3f} "
                 f"vetoed {batch.n_vetoed} updates {batch.updates} vetoed updates {batch.vetoed_updates} "
                 f"({logs.get('step_time', float('nan')):.2f}s)")
-            session.step_done(step, config.step_delay)
+            run.step_done(step)
             if stop():
                 control.should_training_stop = True
             return control
@@ -277,54 +258,39 @@ def _train(config: RunConfig, run: RunDir, session: RunSession, log: Callable[[s
     # The promotion gate's exploit probes (high-value refunds from a fresh start and after a
     # failed call), and the adapter a promotion bundles.
     record_eval(completed, split="probe", on=list(EXPLOIT_PROBES))
-    trainer.model.save_pretrained(str(run.root / ADAPTER_DIR))
+    trainer.model.save_pretrained(str(run.dir.root / ADAPTER_DIR))
     log(f"totals: steps {completed} vetoed {trainer.vetoed_total} vetoed updates {trainer.vetoed_updates_total}")
     return "cancelled" if completed < config.rounds else "succeeded"
 
 
-def _rate(flags) -> float:
-    flags = list(flags)
-    return sum(bool(f) for f in flags) / len(flags) if flags else 0.0
-
-
-def _write_trajectories(run_id: str, step: int, batch, writer: ChunkWriter) -> None:
+def _trajectory_records(step: int, batch) -> list[TrajectoryRecord]:
     rows = []
     for i, environment in enumerate(batch.environments):
         trajectory, score = environment.trajectory, environment.score
         task = trajectory.task
-        advantage = batch.advantages[i]
-        rows.append({
-            "run_id": run_id, "step": step, "traj_idx": i, "task_id": task.task_id, "amount": task.amount,
-            "states": trajectory.states, "actions": trajectory.actions,
-            "behavior_logps": None,  # token log-probs live in TRL; a tool call has no single one
+        rows.append(TrajectoryRecord(
+            step=step, traj_idx=i, task_id=task.task_id, amount=task.amount, states=trajectory.states,
+            actions=trajectory.actions,
+            behavior_logps=None,  # token log-probs live in TRL; a tool call has no single one
             # One sequence-level advantage, the same for every turn of the completion.
-            "advantages": [advantage] * max(1, trajectory.n_steps),
-            "reward": score.reward, "components": score.components, "success": trajectory.success,
-            "violation": trajectory.violation, "duplicate_effect": trajectory.duplicate_effect,
-            "eligible": score.eligible, "vetoed": batch.vetoed[i], "updated": batch.updated[i],
-            "prompt": batch.prompts[i], "completion": batch.completions[i],
-        })
-    writer.append("trajectories", rows)
+            advantages=[batch.advantages[i]] * max(1, trajectory.n_steps),
+            reward=score.reward, components=score.components, success=trajectory.success,
+            violation=trajectory.violation, duplicate_effect=trajectory.duplicate_effect, eligible=score.eligible,
+            vetoed=batch.vetoed[i], updated=batch.updated[i], prompt=batch.prompts[i], completion=batch.completions[i],
+        ))
+    return rows
 
 
-def _steps_row(run_id: str, step: int, batch, logs: dict, elapsed: float) -> dict:
-    trajectories = [e.trajectory for e in batch.environments]
-    rewards = [e.score.reward for e in batch.environments]
+def _step_record(step: int, batch, trajectories: list[TrajectoryRecord], logs: dict) -> StepRecord:
     # TRL reports the clipped share of loss tokens; as a count it is that share of the tokens in the loss.
     clipped = round(float(logs.get("clip_ratio/region_mean") or 0.0) * batch.loss_tokens)
-    return {
-        "run_id": run_id, "step": step, "ts": utc_now(), "elapsed_s": elapsed,
-        "success_rate": _rate(t.success for t in trajectories),
-        "violation_rate": _rate(t.violation for t in trajectories),
-        "duplicate_rate": _rate(t.duplicate_effect for t in trajectories),
-        "mean_reward": sum(rewards) / len(rewards) if rewards else 0.0,
-        "vetoed": batch.n_vetoed, "vetoed_updates": batch.vetoed_updates, "updates": batch.updates,
-        "clipped": clipped, "clipped_by_epoch": [clipped], "transitions": sum(t.n_steps for t in trajectories),
-        "metrics": _finite_metrics(logs),
-    }
+    return StepRecord.from_trajectories(
+        step, trajectories, vetoed=batch.n_vetoed, vetoed_updates=batch.vetoed_updates, updates=batch.updates,
+        clipped=clipped, clipped_by_epoch=[clipped], metrics=finite(logs),
+    )
 
 
-def _write_budget_estimate(config: RunConfig, run_id: str, model_dir: Path, prompt_tokens: int, writer: ChunkWriter, log) -> None:
+def _write_budget_estimate(config: RunConfig, model_dir: Path, prompt_tokens: int, run: Run, log) -> None:
     """SPEC 11's estimate for this run (source 'estimate'), from the model's config.json and the
     prompt length the tokenizer measured."""
     try:
@@ -334,7 +300,7 @@ def _write_budget_estimate(config: RunConfig, run_id: str, model_dir: Path, prom
     except Exception as exc:  # an unreadable shape must not stop the run; the Hardware page shows no estimate
         log(f"budget: no estimate ({type(exc).__name__}: {exc})")
         return
-    writer.append("budgets", budget.rows(run_id))
+    run.log_budget(budget.rows(run.run_id))
     # In MB, not the table's GB: a tiny model's budget would print as zeros.
     parts = ", ".join(f"{name} {n_bytes / 1e6:.1f} MB" for name, n_bytes in budget.components() if name != "os_reserve")
     log(f"budget estimate: {parts}; run total {budget.run_total / 1e6:.1f} MB, free {budget.free / 1e9:.1f} GB")

@@ -1,0 +1,135 @@
+"""Tests of agentrl/record/run.py: the one record writer every engine (and a user's script) uses.
+
+A run's status goes queued -> running -> its final status, also when the work raises or the
+disk fills at the last flush; a stop request is honoured during a step delay; status.json's step
+follows the run without the caller writing it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import wait_for
+from agentrl.record.chunks import chunk_files
+from agentrl.record.rows import RecordError, StepRecord, TrajectoryRecord
+from agentrl.record.run import Run
+from agentrl.record.rundir import new_run
+
+
+@pytest.fixture
+def run_dir(runs_dir):
+    return new_run(runs_dir, "writer", "tabular", "outcome", {}, total_steps=3)
+
+
+def log_one_step(run: Run, step: int) -> None:
+    rows = [TrajectoryRecord(step=step, traj_idx=i, task_id="t", reward=1.0, success=True) for i in range(2)]
+    run.log_trajectories(rows)
+    run.log_step(StepRecord.from_trajectories(step, rows))
+    run.step_done(step)
+
+
+def test_status_goes_running_then_succeeded_with_every_row_flushed_first(run_dir):
+    assert run_dir.status()["status"] == "queued"
+    with Run(run_dir, total_steps=3) as run:
+        assert run_dir.status()["status"] == "running"
+        for step in (1, 2, 3):
+            log_one_step(run, step)
+        run.finish("succeeded")
+    status = run_dir.status()
+    assert (status["status"], status["step"], status["error"]) == ("succeeded", 3, None)
+    assert len(chunk_files(run_dir.root, "trajectories")) >= 1
+    assert sum(1 for _ in chunk_files(run_dir.root, "steps")) >= 1
+
+
+def test_a_raising_run_is_failed_with_its_error(run_dir):
+    with pytest.raises(ValueError):
+        with Run(run_dir) as run:
+            log_one_step(run, 1)
+            raise ValueError("the model diverged")
+    status = run_dir.status()
+    assert status["status"] == "failed" and status["error"] == "ValueError: the model diverged"
+
+
+def test_ctrl_c_in_a_users_loop_stops_it_and_marks_the_run_cancelled(run_dir):
+    with pytest.raises(KeyboardInterrupt):
+        with Run(run_dir):
+            raise KeyboardInterrupt
+    assert run_dir.status()["status"] == "cancelled"
+
+
+def test_a_final_flush_that_fails_marks_the_run_failed_not_succeeded(run_dir, monkeypatch):
+    import agentrl.record.chunks as chunks
+
+    run = Run(run_dir)
+    log_one_step(run, 1)
+    run.finish("succeeded")
+    monkeypatch.setattr(chunks, "_write_atomic", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    run.close()
+    status = run_dir.status()
+    assert status["status"] == "failed"
+    assert "could not be written" in status["error"] and "No space left" in status["error"]
+
+
+def test_a_stop_request_cuts_a_step_delay_short(run_dir):
+    with Run(run_dir, step_delay=3600) as run:
+        run_dir.request_stop()
+        log_one_step(run, 1)  # would sleep an hour without the stop
+        assert run.stop_requested()
+        run.finish("cancelled")
+    assert run_dir.status()["status"] == "cancelled"
+
+
+def test_a_step_delay_that_has_already_passed_never_sleeps_a_negative_time(run_dir, monkeypatch):
+    """On a loaded machine the deadline can pass between the loop's check and its sleep (issue 12:
+    `sleep length must be non-negative` failed one run in six)."""
+    import types
+
+    import agentrl.record.run as run_module
+
+    run = Run(run_dir, step_delay=0.1)
+    # The clock jumps past the deadline right after the loop's check: the next read is late.
+    readings = iter([100.0, 100.05, 100.2])
+    slept: list[float] = []
+    fake = types.SimpleNamespace(monotonic=lambda: next(readings, 100.2), sleep=slept.append)
+    monkeypatch.setattr(run_module, "time", fake)
+    try:
+        run.step_done(1)
+    finally:
+        monkeypatch.undo()
+        run.close()
+    assert all(s >= 0 for s in slept), slept
+
+
+def test_status_json_follows_the_step_without_the_caller_writing_it(run_dir):
+    with Run(run_dir, flush_interval=0.05) as run:
+        for step in (1, 2):
+            log_one_step(run, step)
+        assert wait_for(lambda: run_dir.status()["step"] == 2, timeout=10.0)
+        run.finish("succeeded")
+
+
+def test_hardware_and_status_are_sampled_even_when_steps_end_faster_than_the_interval(run_dir):
+    """Every step's end wakes the flusher early; the once-an-interval sample must still happen."""
+    import time
+
+    with Run(run_dir, flush_interval=0.3) as run:
+        deadline = time.monotonic() + 3.0
+        step = 0
+        while time.monotonic() < deadline:
+            step += 1
+            log_one_step(run, step)
+            time.sleep(0.05)
+        assert run_dir.status()["step"] >= 1
+        run.finish("succeeded")
+    from agentrl.record.chunks import chunk_files
+    import pyarrow.parquet as pq
+
+    samples = sum(pq.read_table(p).num_rows for p in chunk_files(run_dir.root, "hardware"))
+    assert samples >= 3
+
+
+def test_a_wrong_row_fails_in_the_caller_naming_the_field(run_dir):
+    with Run(run_dir) as run:
+        with pytest.raises(RecordError, match="trajectories.reward"):
+            run.log("trajectories", [{"step": 1, "traj_idx": 0, "task_id": "t", "reward": "lots"}])
+        run.finish("succeeded")
