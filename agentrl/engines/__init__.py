@@ -1,0 +1,2 @@
+"""Engines: what runs in a run process. `registry` says what each engine is (config, entry point,
+preflight, cost, policy support); `tabular/`, `trl/` and `coding/` are the engines."""

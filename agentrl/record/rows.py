@@ -233,20 +233,20 @@ def _schema(record_type: type) -> pa.Schema:
 TABLE_SCHEMAS: dict[str, pa.Schema] = {table: _schema(record_type) for table, record_type in RECORD_TYPES.items()}
 
 
-def _scalar_test(kind: pa.DataType):
+def _scalar_test(arrow_kind: pa.DataType):
     """A fast predicate for one value of an Arrow scalar type, and what it expects in words."""
-    if pa.types.is_boolean(kind):
+    if pa.types.is_boolean(arrow_kind):
         return (lambda v: v.__class__ is bool), "a bool"
-    if pa.types.is_integer(kind):
-        low, high = (INT32_MIN, INT32_MAX) if kind == pa.int32() else (INT64_MIN, INT64_MAX)
+    if pa.types.is_integer(arrow_kind):
+        low, high = (INT32_MIN, INT32_MAX) if arrow_kind.equals(pa.int32()) else (INT64_MIN, INT64_MAX)
         return (lambda v: isinstance(v, int) and v.__class__ is not bool and low <= v <= high), f"an int between {low} and {high}"
-    if pa.types.is_floating(kind):
+    if pa.types.is_floating(arrow_kind):
         return (lambda v: isinstance(v, (int, float)) and v.__class__ is not bool), "a number"
-    if pa.types.is_string(kind):
+    if pa.types.is_string(arrow_kind):
         return (lambda v: isinstance(v, str)), "a str"
-    if pa.types.is_timestamp(kind):
+    if pa.types.is_timestamp(arrow_kind):
         return (lambda v: isinstance(v, datetime)), "a datetime"
-    raise TypeError(f"no check for {kind}")
+    raise TypeError(f"no check for {arrow_kind}")
 
 
 def _checker(table: str, name: str, arrow_type: pa.DataType, nullable: bool):

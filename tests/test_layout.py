@@ -1,0 +1,76 @@
+"""The house rules of the package layout (issue 9), as tests: a newcomer's map stays true.
+
+- No `if kind ==` outside the engine registry: engines are asked, never named.
+- No page imports an engine module; pages ask `agentrl.engines.registry`.
+- No module of `agentrl/` is over 500 lines, and each opens with a docstring saying what it owns.
+- Imports point down the flow: the record imports nothing of ours but itself and `paths`; the
+  store never imports an engine; the library never imports Streamlit.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from helpers import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "agentrl"
+PAGES = [REPO_ROOT / "app.py", *sorted((REPO_ROOT / "pages").glob("*.py")), *sorted((REPO_ROOT / "ui").glob("*.py"))]
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_no_kind_comparison_outside_the_engine_registry():
+    pattern = re.compile(r"\bkind\s*==")
+    offenders = [f"{p.relative_to(REPO_ROOT)}:{n}" for p in [*MODULES, *PAGES]
+                 for n, line in enumerate(p.read_text().splitlines(), 1)
+                 if pattern.search(line) and p != PACKAGE / "engines" / "registry.py"]
+    assert offenders == []
+
+
+def test_no_page_imports_an_engine_module():
+    offenders = {str(p.relative_to(REPO_ROOT)): sorted(m for m in imported_modules(p)
+                                                       if m.startswith("agentrl.engines.") and not m.startswith("agentrl.engines.registry"))
+                 for p in PAGES}
+    assert {page: mods for page, mods in offenders.items() if mods} == {}
+
+
+def test_no_module_is_over_500_lines():
+    sizes = {str(p.relative_to(REPO_ROOT)): len(p.read_text().splitlines()) for p in MODULES}
+    assert {name: n for name, n in sizes.items() if n > 500} == {}
+
+
+def test_every_module_opens_with_a_docstring():
+    missing = [str(p.relative_to(REPO_ROOT)) for p in MODULES if ast.get_docstring(ast.parse(p.read_text())) is None]
+    assert missing == []
+
+
+def test_the_record_imports_nothing_of_ours_but_itself_and_paths():
+    offenders = {}
+    for path in sorted((PACKAGE / "record").glob("*.py")):
+        ours = {m for m in imported_modules(path) if m.startswith("agentrl")}
+        bad = {m for m in ours if not m.startswith(("agentrl.record", "agentrl.paths"))}
+        if bad:
+            offenders[path.name] = sorted(bad)
+    assert offenders == {}
+
+
+def test_the_store_never_imports_an_engine():
+    offenders = {}
+    for path in sorted((PACKAGE / "store").rglob("*.py")):
+        bad = {m for m in imported_modules(path) if m.startswith("agentrl.engines")}
+        if bad:
+            offenders[str(path.relative_to(PACKAGE))] = sorted(bad)
+    assert offenders == {}
