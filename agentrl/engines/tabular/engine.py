@@ -14,6 +14,7 @@ from typing import Callable
 
 from agentrl.engines.tabular.config import TabularConfig as RunConfig
 from agentrl.tasks.refund.gym import STATES, Task
+from agentrl.engines.tabular.fleet import RolloutFleet
 from agentrl.engines.tabular.imitation import clone_expert, dagger_round, demonstrations, evaluate
 from agentrl.engines.tabular.policy import SoftmaxPolicy
 from agentrl.record.rundir import RunDir, write_json_atomic
@@ -108,9 +109,12 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
                 record_eval(step)
             # The steps row goes last: a step visible on the Live page has its other rows with it.
+            metrics = {"workers": float(config.workers)}
+            if fleet is not None:  # the measured side of SPEC section 9's throughput model
+                metrics["transitions_per_s"] = fleet.stats.per_round[-1]
             step_row = StepRecord.from_trajectories(
                 step, trajectories, vetoed_updates=record.vetoed_updates, updates=record.updates,
-                clipped=sum(record.clipped_by_epoch), clipped_by_epoch=record.clipped_by_epoch,
+                clipped=sum(record.clipped_by_epoch), clipped_by_epoch=record.clipped_by_epoch, metrics=metrics,
             )
             run.log_step(step_row)
             log(f"step {step}/{config.rounds} success {step_row.success_rate:.2f} violation "
@@ -118,11 +122,19 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
                 f"clipped {step_row.clipped}")
             run.step_done(step)
 
-        result = train(
-            policy, tasks, scorer, random.Random(config.seed), rounds=config.rounds,
-            group_size=config.group_size, lr=config.lr, clip=config.clip, epochs=config.epochs,
-            max_steps=config.max_steps, on_round=on_round, should_stop=run.stop,
-        )
+        fleet = None
+        if config.workers > 1 or config.env_latency_s > 0:
+            fleet = RolloutFleet(config.workers, config.seed, config.max_steps, config.env_latency_s)
+        try:
+            result = train(
+                policy, tasks, scorer, random.Random(config.seed), rounds=config.rounds,
+                group_size=config.group_size, lr=config.lr, clip=config.clip, epochs=config.epochs,
+                max_steps=config.max_steps, on_round=on_round, should_stop=run.stop,
+                sample=fleet.sample if fleet is not None else None,
+            )
+        finally:
+            if fleet is not None:
+                fleet.close()
         record_eval(result.rounds_completed)
         save_policy(run_dir, policy)
         log(f"totals: transitions {result.transitions} updates {result.updates} clipped by epoch "

@@ -100,15 +100,24 @@ def train(
     max_steps: int = 7,
     on_round: Callable[[RoundRecord], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    sample: Callable[[SoftmaxPolicy, Sequence[Task], int, int], list[Trajectory]] | None = None,
 ) -> TrainResult:
-    """Train `policy` in place for `rounds` rounds of group-relative updates."""
+    """Train `policy` in place for `rounds` rounds of group-relative updates.
+
+    `sample(policy, tasks, group_size, round)` replaces the batch sampler (the environment fleet,
+    `agentrl.engines.tabular.fleet`); by default every rollout draws from `rng`, in batch order,
+    which SPEC section 8's figures need bit for bit.
+    """
     result = TrainResult(clipped_by_epoch=[0] * epochs)
     for step in range(1, rounds + 1):
         if should_stop is not None and should_stop():
             result.stopped_early = True
             break
         # 1. Task-major batch: group_size sampled rollouts of each task, in task order.
-        batch = [rollout(policy, task, rng, max_steps=max_steps) for task in tasks for _ in range(group_size)]
+        if sample is None:
+            batch = [rollout(policy, task, rng, max_steps=max_steps) for task in tasks for _ in range(group_size)]
+        else:
+            batch = sample(policy, tasks, group_size, step)
         # 2. Sampled rates, before any update.
         n = len(batch)
         success_rate = sum(t.success for t in batch) / n

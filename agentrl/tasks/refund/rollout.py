@@ -6,10 +6,14 @@ The flags come from the gym's verifier-only state, never from reading the action
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 
 from agentrl.tasks.refund.gym import RefundGym, Task
-from agentrl.engines.tabular.policy import SoftmaxPolicy
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # any policy with sample/greedy/logp plays; the tabular one is the task's own
+    from agentrl.engines.tabular.policy import SoftmaxPolicy
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,10 @@ def rollout(
     rng: random.Random | None = None,
     greedy: bool = False,
     max_steps: int = 7,
+    env_latency_s: float = 0.0,
 ) -> Trajectory:
-    """Run one episode of at most `max_steps` turns; sampled unless `greedy`."""
+    """Run one episode of at most `max_steps` turns; sampled unless `greedy`. `env_latency_s`
+    makes every environment step wait that long (an environment behind a network or a sandbox)."""
     if not greedy and rng is None:
         raise ValueError("a sampled rollout needs an rng; pass rng=random.Random(seed) or greedy=True")
     gym = RefundGym()
@@ -65,6 +71,8 @@ def rollout(
             action, logp = policy.sample(state, rng)
         trajectory.transitions.append(Transition(state, action, logp))
         state = gym.step(action)
+        if env_latency_s > 0:
+            time.sleep(env_latency_s)
         if gym.done:
             break
     return _with_verdict(trajectory, gym)
