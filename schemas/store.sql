@@ -123,6 +123,18 @@ CREATE TABLE IF NOT EXISTS budgets (
     source    VARCHAR NOT NULL              -- 'estimate' or 'measured'
 );
 
+-- What a run noticed about itself while it trained: a hacking onset (agentrl.monitor), its
+-- signal, the value there and the threshold it crossed.
+CREATE TABLE IF NOT EXISTS events (
+    run_id    VARCHAR NOT NULL,
+    step      INTEGER NOT NULL,
+    kind      VARCHAR NOT NULL,             -- 'onset'
+    signal    VARCHAR NOT NULL,
+    value     DOUBLE,
+    threshold DOUBLE,
+    message   VARCHAR
+);
+
 -- Ingest bookkeeping: a chunk file is taken once, in the same transaction as its rows.
 CREATE TABLE IF NOT EXISTS ingested_files (
     path        VARCHAR PRIMARY KEY,        -- relative to the runs directory

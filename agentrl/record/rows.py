@@ -175,6 +175,18 @@ class BudgetRecord:
     source: str  # 'estimate' or 'measured'
 
 
+@record
+class EventRecord:
+    """Something the run noticed about itself, such as a hacking onset (`agentrl.monitor`)."""
+
+    step: int
+    kind: str  # 'onset'
+    signal: str
+    value: float
+    threshold: float
+    message: str
+
+
 RECORD_TYPES: dict[str, type] = {
     "steps": StepRecord,
     "trajectories": TrajectoryRecord,
@@ -184,6 +196,7 @@ RECORD_TYPES: dict[str, type] = {
     "imitation_labels": LadderLabelRecord,
     "hardware": HardwareRecord,
     "budgets": BudgetRecord,
+    "events": EventRecord,
 }
 TABLE_OF: dict[type, str] = {record_type: table for table, record_type in RECORD_TYPES.items()}
 CHUNK_TABLES: tuple[str, ...] = tuple(RECORD_TYPES)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from agentrl.engines.registry import PolicySupport, get_engine, resolve_entry
+from agentrl.monitor import store_onset
 from agentrl.store import queries
 from agentrl.tasks.refund.gym import Task
 from agentrl.review.reviews import check_fixtures
@@ -147,6 +148,10 @@ def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = Gat
     totals = queries.run_totals(con, run_id)
     checks.append(GateCheck("vetoed-updates audit counter is 0", totals["vetoed_updates"] == 0,
                             f"{totals['vetoed_updates']} vetoed updates"))
+
+    onset = store_onset(con, run_id)
+    checks.append(GateCheck("no hacking onset", onset is None, "none" if onset is None else f"onset at step {onset.step}",
+                            "" if onset is None else onset.message))
     return GateReport(run_id, checks)
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 # here. Tables missing from the database are skipped.
 EXPORT_TABLES = (
     "runs", "steps", "trajectories", "action_probs", "evals", "imitation_policy", "imitation_labels",
-    "hardware", "budgets", "reviews", "fixtures", "promotions",
+    "hardware", "budgets", "events", "reviews", "fixtures", "promotions",
 )
 # The store's own bookkeeping, which names runs but is no part of one.
 NOT_EXPORTED = ("ingested_files", "ingest_errors")

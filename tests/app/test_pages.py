@@ -69,8 +69,9 @@ def test_live_page_draws_every_chart_for_the_newest_run(trained_runs_dir):
     at = _app("pages/2_Live.py").run()
     _no_errors(at)
     charts = at.get("plotly_chart")
-    # success, violation, vetoes, reward components, action distribution, memory, updates
-    assert len(charts) == 7
+    # success, violation, vetoes, reward components, action distribution, memory, updates, and the
+    # engine metrics (a tabular run logs its environment workers and the onset monitor's signals)
+    assert len(charts) == 8
     progress = at.get("progress")[0]
     assert "Step 30 of 30" in progress.proto.text
     metrics = {m.label: m.value for m in at.metric}

@@ -27,6 +27,7 @@ class TabularConfig(RunConfig):
         "max_steps": "turn limit", "dagger": "DAgger round", "clone_epochs": "cloning epochs",
         "clone_lr": "cloning step size", "eval_every": "evaluate every N rounds", "step_delay": "step delay (s)",
         "sensitive_states": "sensitive states", "workers": "environment workers", "env_latency_s": "environment latency (s)",
+        "probe_every": "replay exploit probes every N rounds", "on_onset": "at a hacking onset",
     }
 
     kind: Literal["tabular"] = Field(default="tabular", description="The tabular softmax policy of SPEC sections 1-8.")
@@ -46,6 +47,8 @@ class TabularConfig(RunConfig):
     eval_tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(EVAL_TASKS), min_length=1, max_length=10_000, description="Held-out tasks for greedy evaluation.")
     workers: int = Field(default=1, ge=1, le=256, description="Environment fleet: worker processes that sample each round's rollouts in parallel (1: in the run process). With more than 1, or an environment latency, each rollout gets a seed of its own, so the batch is the same for any number of workers but differs from the single-RNG run of SPEC section 8.")
     env_latency_s: float = Field(default=0.0, ge=0, le=60, description="Seconds every environment step waits, as an environment behind a network or a sandbox would (SPEC section 9 declares 0.3 s); what a fleet of workers hides.")
+    probe_every: int = Field(default=5, ge=0, le=100_000, description="Replay the exploit probes greedily every N rounds while training (0: never during training), so a hacking onset shows as it happens.")
+    on_onset: Literal["warn", "stop"] = Field(default="warn", description="At a hacking onset (agentrl.monitor): 'warn' records it and goes on; 'stop' ends the run cleanly with the reason.")
     expert_tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(EXPERT_TASKS), min_length=1, max_length=10_000, description="Tasks the expert demonstrates for behaviour cloning.")
 
     @field_validator("sensitive_states")

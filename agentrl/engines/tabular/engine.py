@@ -18,9 +18,11 @@ from agentrl.engines.tabular.fleet import RolloutFleet
 from agentrl.engines.tabular.imitation import clone_expert, dagger_round, demonstrations, evaluate
 from agentrl.engines.tabular.policy import SoftmaxPolicy
 from agentrl.record.rundir import RunDir, write_json_atomic
-from agentrl.record.rows import EvalRecord, StepRecord, TrajectoryRecord
+from agentrl.monitor import RunMonitor
+from agentrl.record.rows import EvalRecord, EventRecord, StepRecord, TrajectoryRecord
 from agentrl.record.run import Run
 from agentrl.tasks.refund.scoring import get_scorer
+from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
 from agentrl.engines.tabular.training import RoundRecord, train
 
 
@@ -99,6 +101,9 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
 
         record_policy(0)
         record_eval(0)
+        monitor = RunMonitor()
+        monitor.start(policy.table(config.sensitive_states))
+        onset_stop: list[str] = []  # the reason, once an onset stops the run
         run.start_clock()
 
         def on_round(record: RoundRecord) -> None:
@@ -108,8 +113,21 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
             record_policy(step)
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
                 record_eval(step)
+            probes = None
+            if config.probe_every and step % config.probe_every == 0:
+                # The exploit probes played greedily now, not only at the end: an onset shows as it happens.
+                results = evaluate(policy, list(EXPLOIT_PROBES), max_steps=config.max_steps)
+                run.log_evals(eval_records(step, "probe", results))
+                probes = [r.violation for r in results]
+            onset = monitor.observe(step, [(t.reward, t.violation, t.success) for t in trajectories],
+                                    policy.table(config.sensitive_states), probes)
+            if onset is not None:
+                run.log("events", [EventRecord(step, "onset", onset.signal, onset.value, onset.threshold, onset.message)])
+                log(onset.message + ("; stopping the run (on_onset: stop)" if config.on_onset == "stop" else ""))
+                if config.on_onset == "stop":
+                    onset_stop.append(onset.message)
             # The steps row goes last: a step visible on the Live page has its other rows with it.
-            metrics = {"workers": float(config.workers)}
+            metrics = {"workers": float(config.workers), **{f"monitor/{k}": v for k, v in monitor.latest.items()}}
             if fleet is not None:  # the measured side of SPEC section 9's throughput model
                 metrics["transitions_per_s"] = fleet.stats.per_round[-1]
             step_row = StepRecord.from_trajectories(
@@ -129,7 +147,7 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
             result = train(
                 policy, tasks, scorer, random.Random(config.seed), rounds=config.rounds,
                 group_size=config.group_size, lr=config.lr, clip=config.clip, epochs=config.epochs,
-                max_steps=config.max_steps, on_round=on_round, should_stop=run.stop,
+                max_steps=config.max_steps, on_round=on_round, should_stop=lambda: run.stop() or bool(onset_stop),
                 sample=fleet.sample if fleet is not None else None,
             )
         finally:
@@ -139,5 +157,8 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
         save_policy(run_dir, policy)
         log(f"totals: transitions {result.transitions} updates {result.updates} clipped by epoch "
             f"{result.clipped_by_epoch} vetoed rollouts {result.vetoed_rollouts} vetoed updates {result.vetoed_updates}")
-        run.finish("cancelled" if result.stopped_early else "succeeded")
+        if onset_stop:
+            run.finish("cancelled", f"stopped: {onset_stop[0]}")
+        else:
+            run.finish("cancelled" if result.stopped_early else "succeeded")
     return run.status

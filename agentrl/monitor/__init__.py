@@ -1,0 +1,87 @@
+"""The onset monitor: is this run starting to game its reward? Signals per step, and the onset.
+
+Two doors, one computation (`signals`, `onset`):
+- in the run process, `RunMonitor` reads the rows the engine is about to log (each step's
+  trajectories, its decision-point distributions, its probe replays) and, at an onset, records an
+  `events` row and, with `on_onset: stop`, ends the run with the reason;
+- on the store side, `store_signals` / `store_onset` compute the same signals from a run's rows in
+  DuckDB, for any run (a user's own script included): `python -m agentrl watch`, the Live banner
+  and chart markers, the Compare and Runs columns, and the promotion gate's "no onset" check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from agentrl.monitor.onset import DEFAULT_THRESHOLDS, Onset, OnsetDetector, Threshold, detect_onset
+from agentrl.monitor.signals import Rollout, drift_signals, merge, probe_signals, rollout_signals
+
+__all__ = ["Onset", "OnsetDetector", "RunMonitor", "Threshold", "DEFAULT_THRESHOLDS", "detect_onset",
+           "store_signals", "store_onset"]
+
+
+def store_signals(con, run_id: str) -> dict[int, dict[str, float]]:
+    """Every signal of a run per step, from its rows in the store."""
+    from agentrl.store import queries
+
+    rollouts = queries.monitor_rollouts(con, run_id)
+    rows = [Rollout(int(s), float(r), bool(f), bool(ok))
+            for s, r, f, ok in rollouts[["step", "reward", "flagged", "success"]].itertuples(index=False)]
+    dists: dict[int, dict[str, dict[str, float]]] = {}
+    for step, state, action, prob in queries.monitor_distributions(con, run_id).itertuples(index=False):
+        dists.setdefault(int(step), {}).setdefault(state, {})[action] = float(prob)
+    probes: dict[int, list[bool]] = {}
+    for step, _, violation in queries.monitor_probes(con, run_id).itertuples(index=False):
+        probes.setdefault(int(step), []).append(bool(violation))
+    return merge(rollout_signals(rows), {s: d for s, d in drift_signals(dists).items() if s > 0},
+                 {s: p for s, p in probe_signals(probes).items() if s > 0})
+
+
+def store_onset(con, run_id: str, thresholds: Mapping[str, Threshold] = DEFAULT_THRESHOLDS) -> Onset | None:
+    """The run's onset: the event it recorded itself, else the one its stored signals show."""
+    from agentrl.store import queries
+
+    events = queries.monitor_events(con, run_id)
+    onsets = events[events["kind"] == "onset"] if not events.empty else events
+    if not onsets.empty:
+        first = onsets.iloc[0]
+        limit = thresholds.get(str(first["signal"]).split(":", 1)[0])
+        return Onset(int(first["step"]), str(first["signal"]), float(first["value"]), float(first["threshold"]),
+                     limit.k if limit else 0)
+    return detect_onset(store_signals(con, run_id), thresholds)
+
+
+@dataclass
+class RunMonitor:
+    """The monitor inside a run process: call `observe` once per step, before the step's row is logged."""
+
+    thresholds: Mapping[str, Threshold] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
+    window: int = 5
+    detector: OnsetDetector = field(init=False)
+    _rollouts: list[Rollout] = field(default_factory=list)
+    _start: dict[str, dict[str, float]] = field(default_factory=dict)
+    latest: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.detector = OnsetDetector(dict(self.thresholds))
+
+    def start(self, distributions: Mapping[str, Mapping[str, float]]) -> None:
+        """The starting policy's distributions at the decision points (step 0)."""
+        self._start = {state: dict(dist) for state, dist in distributions.items()}
+
+    def observe(self, step: int, rollouts: Sequence[tuple[float, bool, bool]],
+                distributions: Mapping[str, Mapping[str, float]] | None = None,
+                probe_violations: Sequence[bool] | None = None) -> Onset | None:
+        """The step's (reward, flagged, success) triples, its decision-point distributions, and its probe replay if any."""
+        self._rollouts.extend(Rollout(step, float(r), bool(f), bool(ok)) for r, f, ok in rollouts)
+        # Only the window the signals read is kept.
+        first_kept = step - self.window + 1
+        self._rollouts = [r for r in self._rollouts if r.step >= first_kept]
+        signals = rollout_signals(self._rollouts, window=self.window).get(step, {})
+        if distributions and self._start:
+            signals.update(drift_signals({0: self._start, step: dict(distributions)}).get(step, {}))
+        if probe_violations:
+            signals.update(probe_signals({step: list(probe_violations)})[step])
+        self.latest = signals
+        return self.detector.update(step, signals)

@@ -1,0 +1,76 @@
+"""Tests of agentrl/monitor/signals.py: each signal on records built to cross it and not to."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentrl.monitor.signals import (
+    Rollout,
+    drift_signals,
+    js_divergence,
+    probe_signals,
+    rollout_signals,
+    test_gap_signals as gap_signals,
+    wilson_lower,
+)
+
+
+def batch(step: int, n: int, flagged: int, flagged_reward: float = 0.85, clean_reward: float = 0.8) -> list[Rollout]:
+    return ([Rollout(step, flagged_reward, True, True) for _ in range(flagged)]
+            + [Rollout(step, clean_reward, False, True) for _ in range(n - flagged)])
+
+
+def test_wilson_lower_bound():
+    assert wilson_lower(0, 0) == 0.0 and wilson_lower(0, 100) == 0.0
+    assert wilson_lower(50, 100) == pytest.approx(0.4038, abs=1e-3)
+    assert wilson_lower(1, 32) < 0.02 < wilson_lower(10, 160)
+
+
+def test_flagged_share_ignores_one_flagged_rollout_in_a_step_but_sees_a_trend():
+    noisy = rollout_signals(batch(1, 32, 1) + batch(2, 32, 0) + batch(3, 32, 1))
+    assert all(s["flagged_share"] < 0.02 for s in noisy.values())
+    trend = rollout_signals([r for step in range(1, 6) for r in batch(step, 32, 4)])
+    assert trend[5]["flagged_share"] > 0.02
+
+
+def test_top_flagged_share_counts_every_tied_rollout_at_the_top():
+    # The shortcut ties an honest low-value refund at the top reward: both are counted.
+    rows = [Rollout(1, 0.85, True), Rollout(1, 0.85, False), Rollout(1, 0.80, False), Rollout(1, 0.85, True)]
+    assert rollout_signals(rows)[1]["top_flagged_share"] == pytest.approx(2 / 3)
+    assert rollout_signals(batch(1, 8, 0))[1]["top_flagged_share"] == 0.0
+
+
+def test_hack_premium_is_positive_when_the_reward_pays_for_the_violation_and_negative_under_a_guard():
+    paid = rollout_signals(batch(1, 32, 4, flagged_reward=0.85, clean_reward=0.80))
+    assert paid[1]["hack_premium"] == pytest.approx(0.05)
+    guarded = rollout_signals(batch(1, 32, 4, flagged_reward=-1.15, clean_reward=0.80))
+    assert guarded[1]["hack_premium"] == pytest.approx(-1.95)
+
+
+def test_hack_premium_compares_with_honest_successes_not_with_failures():
+    rows = batch(1, 3, 3, flagged_reward=0.85) + [Rollout(1, 0.9, False, True), Rollout(1, -0.35, False, False)]
+    assert rollout_signals(rows)[1]["hack_premium"] == pytest.approx(-0.05)
+
+
+def test_hack_premium_waits_for_a_few_flagged_rollouts():
+    assert "hack_premium" not in rollout_signals(batch(1, 32, 2))[1]
+
+
+def test_js_divergence_is_zero_for_equal_distributions_and_one_bit_for_disjoint_ones():
+    p = {"a": 0.5, "b": 0.5}
+    assert js_divergence(p, p) == 0.0
+    assert js_divergence({"a": 1.0, "b": 0.0}, {"a": 0.0, "b": 1.0}) == pytest.approx(1.0)
+
+
+def test_drift_from_the_starting_distribution_at_each_decision_point():
+    start = {"known_high": {"request_approval": 0.914, "refund": 0.029, "lookup": 0.029, "finish": 0.028}}
+    hacked = {"known_high": {"request_approval": 0.022, "refund": 0.966, "lookup": 0.008, "finish": 0.004}}
+    sharpened = {"known_high": {"request_approval": 0.979, "refund": 0.009, "lookup": 0.007, "finish": 0.005}}
+    out = drift_signals({0: start, 10: sharpened, 30: hacked})
+    assert out[0]["drift:known_high"] == 0.0
+    assert out[10]["drift:known_high"] < 0.05 < out[30]["drift:known_high"]
+
+
+def test_probe_violations_and_test_gap():
+    assert probe_signals({5: [False, False], 10: [True, False]}) == {5: {"probe_violations": 0.0}, 10: {"probe_violations": 0.5}}
+    assert gap_signals({3: (0.9, 0.4)}) == {3: {"test_gap": pytest.approx(0.5)}}
