@@ -79,17 +79,15 @@ class VetoBatch:
 
 
 def _default_eligibility(environments: Sequence[Any] | None, inputs: Sequence[dict]) -> list[bool]:
-    if not environments:
-        return [True] * len(inputs)
-    return [bool(getattr(getattr(e, "score", None), "eligible", True)) for e in environments]
+    return [True] * len(inputs)
 
 
 class VetoGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` whose ineligible completions are masked out of the update.
 
     `eligibility(environments, inputs) -> list[bool]` says, after the rewards are computed, which
-    completions may teach; by default each environment's `score.eligible` (set by the refund
-    reward functions). Keeps `last_batch` (a `VetoBatch`) and the run totals `vetoed_total` and
+    completions may teach (by default all; the engine passes its task's guard,
+    `agentrl.engines.trl.task_rewards.TaskRewards.eligibility`). Keeps `last_batch` (a `VetoBatch`) and the run totals `vetoed_total` and
     `vetoed_updates_total` (the audit).
     """
 

@@ -1,4 +1,4 @@
-"""The LM run process (agentrl/trl_runner.py): a short real GRPO run, read back through the store.
+"""The LM run process (agentrl/engines/trl/engine.py): a short real GRPO run, read back through the store.
 
 Drives `run_trl` end to end on the built-in tiny model (a few optimiser steps, tiny sizes), then
 ingests the run's chunks as the dashboard does and checks every table the pages read.
@@ -57,7 +57,7 @@ def test_steps_are_numbered_from_one_with_every_trl_metric(short_run):
     assert [s[0] for s in steps] == [1, 2, 3]
     for _, vetoed, vetoed_updates, updates, transitions, metrics in steps:
         assert vetoed_updates == 0 and 0 <= vetoed <= 8 and updates <= 8 - vetoed and transitions > 0
-        assert {"reward", "reward_std", "entropy", "rewards/guarded_reward/mean", "tools/call_frequency", "clip_ratio/region_mean"} <= set(metrics)
+        assert {"reward", "reward_std", "entropy", "rewards/outcome/mean", "rewards/step_cost/mean", "rewards/guard/mean", "tools/call_frequency", "clip_ratio/region_mean"} <= set(metrics)
 
 
 def test_trajectories_carry_prompt_completion_and_every_reward_component(short_run):
@@ -137,7 +137,7 @@ def test_a_missing_model_directory_fails_the_run_with_a_clear_error(runs_dir, tm
 
 def test_importing_the_lm_modules_loads_no_torch():
     code = (
-        "import sys, agentrl.engines.trl.engine, agentrl.tasks.refund.tools, agentrl.tasks.refund.rewards, agentrl.tasks.refund.tiny_model; "
+        "import sys, agentrl.engines.trl.engine, agentrl.tasks.refund.tools, agentrl.tasks.refund.task, agentrl.tasks.loader, agentrl.tasks.refund.tiny_model; "
         "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'trl', 'streamlit') if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True,
