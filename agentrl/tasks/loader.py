@@ -178,7 +178,7 @@ def _as_task(obj: Any, spec: str) -> Task:
         return obj
     missing = [a for a in ("environment_factory", "reward_funcs", "train_dataset") if not hasattr(obj, a)]
     if missing:
-        raise TaskError(f"task {spec!r} is a {type(obj).__name__}, not a Task: it has no {', '.join(missing)}; "
+        raise TaskError(f"task {spec!r}: the object is a {type(obj).__name__}, not a Task: it has no {', '.join(missing)}; "
                         "build it with agentrl.tasks.Task(...)")
     optional = {k: getattr(obj, k) for k in ("eval_dataset", "verify", "reward_weights", "decision_points", "exploit_probes",
                                              "violation_penalty", "description", "trajectory_fields", "sandbox_bytes")
