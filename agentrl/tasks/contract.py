@@ -13,7 +13,8 @@ A task is one `Task` object:
   reason}`, read from the environment's private state (never from what the model said);
 - `decision_points` (optional): named conversation prefixes where the next-tool distribution is
   recorded every step, the language model's sensitive states;
-- `exploit_probes()` (optional): rows the run plays greedily at its end, for the promotion gate.
+- `exploit_probes()` (optional): rows the run plays greedily at its end, for the promotion gate;
+- `demonstrations()` (optional): complete conversations to warm-start a tiny model on.
 
 The scorers (`agentrl.scorers`) are the same for every task: `outcome` pays the weighted sum of
 the reward functions; `guarded` adds the verdict's penalties and vetoes what is not eligible.
@@ -26,6 +27,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 Message = dict[str, Any]
@@ -147,7 +149,10 @@ class Task:
     `trajectory_fields(environment)` (optional) returns extra columns of a trajectory row
     (`states`, `actions`, `amount`, `duplicate_effect`; by default the actions are the tools
     called). `sandbox_bytes`: memory the task's tools use outside the trainer (sandboxed test
-    runs), for the memory budget.
+    runs), for the memory budget. `demonstrations()` (optional): complete conversations a tiny
+    model can be cloned on (`python -m agentrl build-tiny-model --task ...`). `default_model`
+    (optional): the model folder a run uses when its config names none (the built-in tasks' tiny
+    models); without one, such a run uses the built-in refund model.
     """
 
     def __init__(self, name: str, environment_factory: Callable[[], Any], reward_funcs: Sequence[Callable[..., list]],
@@ -156,7 +161,8 @@ class Task:
                  decision_points: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
                  exploit_probes: Callable[[], Any] | Sequence[Row] = (), violation_penalty: float = DEFAULT_VIOLATION_PENALTY,
                  description: str = "", trajectory_fields: Callable[[Any], Mapping[str, Any]] | None = None,
-                 sandbox_bytes: int = 0):
+                 sandbox_bytes: int = 0, demonstrations: Callable[[], list] | None = None,
+                 default_model: str | Path | None = None):
         self.name = name
         self.environment_factory = environment_factory
         self.reward_funcs = list(reward_funcs) if isinstance(reward_funcs, Sequence) else reward_funcs
@@ -170,6 +176,8 @@ class Task:
         self.description = description
         self.trajectory_fields = trajectory_fields
         self.sandbox_bytes = sandbox_bytes
+        self.demonstrations = demonstrations
+        self.default_model = default_model
 
     def __repr__(self) -> str:
         return f"Task({self.name!r})"

@@ -51,6 +51,63 @@ def call_continuations(tokenizer, tools: list, calls: Mapping[str, Mapping[str, 
     return continuations
 
 
+def tool_suffix_ids(tokenizer, tool_messages: list[Message]) -> list[int]:
+    """The tokens between a tool call's end-of-turn and the next generation: TRL's `_get_tool_suffix_ids`.
+
+    TRL does not re-render a conversation between turns; it appends these ids to the token
+    stream. Warm-starting and probing build the same stream, so a model is trained and measured
+    on exactly what it sees in a GRPO rollout.
+    """
+    calls = [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}]
+    dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "", "tool_calls": calls}]
+    prefix = tokenizer.apply_chat_template(dummy, add_generation_prompt=False, tokenize=True, return_dict=False)
+    full = tokenizer.apply_chat_template(dummy + tool_messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    eos_positions = [i for i, token in enumerate(prefix) if token == tokenizer.eos_token_id]
+    if eos_positions:
+        prefix = prefix[: eos_positions[-1] + 1]
+    if full[: len(prefix)] != prefix:
+        raise ValueError("the chat template does not preserve the prefix of a tool call; it cannot run tool episodes")
+    return list(full[len(prefix):])
+
+
+@dataclass
+class TokenStream:
+    """A conversation as the token stream of a GRPO rollout: the prompt, then generated turns and tool results."""
+
+    ids: list[int]
+    generated: list[tuple[int, int]]  # [start, end) of every assistant turn the model produced
+    decisions: list[tuple[int, str]]  # (position of the first token of a tool call, the tool called)
+
+
+def token_stream(tokenizer, messages: list[Message], tools: list) -> TokenStream:
+    """Encode a transcript (prompt messages, then assistant/tool turns) the way TRL's tool loop builds it:
+    each tool call as the tokens the model emits for it, each group of tool results as TRL's suffix."""
+    first = next(k for k, m in enumerate(messages) if m["role"] == "assistant")
+    ids = render_ids(tokenizer, messages[:first], tools, add_generation_prompt=True)
+    generated, decisions = [], []
+    k = first
+    while k < len(messages):
+        message = messages[k]
+        start = len(ids)
+        if message.get("tool_calls"):
+            function = message["tool_calls"][0]["function"]
+            decisions.append((start, function["name"]))
+            ids += call_continuations(tokenizer, tools, {"call": function})["call"]
+            generated.append((start, len(ids)))
+            results = []
+            k += 1
+            while k < len(messages) and messages[k]["role"] == "tool":
+                results.append(messages[k])
+                k += 1
+            if results:
+                ids += tool_suffix_ids(tokenizer, results)
+        else:
+            ids += tokenizer.encode(message["content"], add_special_tokens=False) + [tokenizer.eos_token_id]
+            generated.append((start, len(ids)))
+            k += 1
+    return TokenStream(ids=ids, generated=generated, decisions=decisions)
+
+
 def candidate_calls(point: DecisionPoint, tools: list) -> dict[str, dict[str, Any]]:
     """A decision point's candidate calls: its own, or every tool with no arguments."""
     if point.calls:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrl.tasks.contract import Task, Verdict, reward_name, tool_methods, tool_names
+from agentrl.tasks.contract import Task, reward_name, tool_methods, tool_names
 
 BUILTIN_TASKS: dict[str, str] = {
     "refund": "agentrl.tasks.refund.task:REFUND_TASK",
@@ -181,7 +181,7 @@ def _as_task(obj: Any, spec: str) -> Task:
         raise TaskError(f"task {spec!r}: the object is a {type(obj).__name__}, not a Task: it has no {', '.join(missing)}; "
                         "build it with agentrl.tasks.Task(...)")
     optional = {k: getattr(obj, k) for k in ("eval_dataset", "verify", "reward_weights", "decision_points", "exploit_probes",
-                                             "violation_penalty", "description", "trajectory_fields", "sandbox_bytes")
+                                             "violation_penalty", "description", "trajectory_fields", "sandbox_bytes", "demonstrations", "default_model")
                 if getattr(obj, k, None) is not None}
     return Task(name=str(getattr(obj, "name", spec.rpartition(":")[2])), environment_factory=obj.environment_factory,
                 reward_funcs=obj.reward_funcs, train_dataset=obj.train_dataset, **optional)

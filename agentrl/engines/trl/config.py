@@ -27,7 +27,7 @@ class LMSettings(Settings):
         "machine_memory_gb": "machine memory (GB)",
     }
 
-    model: str | None = Field(default=None, max_length=4096, description="Local Hugging Face causal-LM directory with its tokenizer; empty: the built-in tiny model.")
+    model: str | None = Field(default=None, max_length=4096, description="Local Hugging Face causal-LM directory with its tokenizer (its config.json sizes the memory budget); empty: the task's own tiny model, or the built-in refund model.")
     lora_rank: int = Field(default=8, ge=1, le=1024, description="LoRA rank r of the adapter.")
     lora_alpha: int = Field(default=16, ge=1, le=4096, description="LoRA alpha (scale = alpha / r).")
     lora_targets: list[str] = Field(default_factory=lambda: list(LORA_TARGETS), min_length=1, json_schema_extra={"options": LORA_TARGETS}, description="Projection modules that get an adapter, in every layer.")

@@ -44,11 +44,17 @@ class ModelDirError(ValueError):
     """The configured model cannot be used; the message says which path and what to change."""
 
 
-def resolve_model_dir(model: str | None) -> Path:
-    """`lm.model` as a local directory (the built-in tiny model when empty); never a hub id."""
+def resolve_model_dir(model: str | None, task: Task | None = None) -> Path:
+    """`lm.model` as a local directory; when empty, the task's default model (its built tiny model)
+    or the built-in refund model. Never a hub id."""
     from agentrl.tasks.refund.tiny_model import default_model_dir
 
-    path = Path(model).expanduser() if model else default_model_dir()
+    if model:
+        path = Path(model).expanduser()
+    elif task is not None and task.default_model:
+        path = Path(task.default_model)
+    else:
+        path = default_model_dir()
     if not path.is_dir():
         raise ModelDirError(f"model directory {str(path)!r} does not exist; set lm.model to a local Hugging Face model folder (nothing is downloaded)")
     if not (path / "config.json").is_file():
@@ -64,7 +70,8 @@ def preflight(config: RunConfig) -> Preflight:
     from agentrl.engines.trl.budget import BudgetError, run_budget
 
     try:
-        budget = run_budget(config, resolve_model_dir(config.lm.model), sandbox_bytes=load_task(config.task).sandbox_bytes)
+        task = load_task(config.task)
+        budget = run_budget(config, resolve_model_dir(config.lm.model, task), sandbox_bytes=task.sandbox_bytes)
     except (ModelDirError, BudgetError) as error:
         return Preflight(refusal=str(error))
     report = "Memory budget (SPEC section 11, float32 on CPU; GB = 10^9 bytes)\n" + budget.table_text()
@@ -146,7 +153,7 @@ def run_trl(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = pri
     return run.status
 
 
-def _load_model(config: RunConfig, log: Callable[[str], None]):
+def _load_model(config: RunConfig, task: Task):
     import torch
 
     torch.set_num_threads(1)  # two threads gave erratic 0.14-4 s steps on this kind of machine
@@ -157,7 +164,7 @@ def _load_model(config: RunConfig, log: Callable[[str], None]):
     hf_logging.disable_progress_bar()
     # transformers deprecates the `gradient_checkpointing` name TRL's config still carries.
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
-    model_dir = resolve_model_dir(config.lm.model)
+    model_dir = resolve_model_dir(config.lm.model, task)
     tokenizer = load_tokenizer(model_dir)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, local_files_only=True)
     return model_dir, tokenizer, model
@@ -175,7 +182,7 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
     stop = run.stop
     started_load = time.monotonic()
     task = load_task(config.task)
-    model_dir, tokenizer, model = _load_model(config, log)
+    model_dir, tokenizer, model = _load_model(config, task)
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import TrainerCallback

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentrl.paths import ASSETS_DIR
 from agentrl.tasks.contract import Task, Verdict
 from agentrl.tasks.refund.scoring import DUPLICATE_PENALTY, STEP_COST, VIOLATION_PENALTY
 from agentrl.tasks.refund.tasksets import EVAL_TASKS, EXPLOIT_PROBES, TRAIN_TASKS
 from agentrl.tasks.refund.tools import RefundToolEnv, state_histories, task_rows
 
 DECISION_STATES = ("known_high",)  # SPEC 8: the sensitive state
+MODEL_DIR = ASSETS_DIR / "tiny-refund-lm"  # agentrl.tasks.refund.tiny_model builds it (torch, loaded lazily there)
 
 
 def outcome(completions: list, environments: list | None = None, **kwargs: Any) -> list[float]:
@@ -75,4 +77,5 @@ REFUND_TASK = Task(
     exploit_probes=lambda: task_rows(EXPLOIT_PROBES),
     violation_penalty=VIOLATION_PENALTY,
     trajectory_fields=trajectory_fields,
+    default_model=MODEL_DIR,
 )

@@ -23,7 +23,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.tasks.episodes import call_continuations, call_message, next_call_distribution, render_ids
+from agentrl.tasks.episodes import (  # noqa: F401 - render_ids, token_stream: the refund model's builder and tests use them here
+    TokenStream,
+    call_continuations,
+    call_message,
+    next_call_distribution,
+    render_ids,
+    token_stream,
+    tool_suffix_ids,
+)
 from agentrl.tasks.episodes import play_greedy as generic_play_greedy
 from agentrl.tasks.refund.gym import ACTIONS, TERMINAL, RefundGym, Task
 from agentrl.tasks.refund.rollout import Trajectory, Transition
@@ -196,63 +204,6 @@ def path_to_state(task: Any, state: str, max_depth: int = 6) -> list[str] | None
 
 
 # --- driving a chat model ------------------------------------------------------------------------
-
-
-def tool_suffix_ids(tokenizer, tool_messages: list[dict]) -> list[int]:
-    """The tokens between a tool call's end-of-turn and the next generation: TRL's `_get_tool_suffix_ids`.
-
-    TRL does not re-render a conversation between turns; it appends these ids to the token
-    stream. Warm-starting and probing build the same stream, so the model is trained and
-    measured on exactly what it sees in a GRPO rollout.
-    """
-    calls = [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}]
-    dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "", "tool_calls": calls}]
-    prefix = tokenizer.apply_chat_template(dummy, add_generation_prompt=False, tokenize=True, return_dict=False)
-    full = tokenizer.apply_chat_template(dummy + tool_messages, add_generation_prompt=True, tokenize=True, return_dict=False)
-    eos_positions = [i for i, token in enumerate(prefix) if token == tokenizer.eos_token_id]
-    if eos_positions:
-        prefix = prefix[: eos_positions[-1] + 1]
-    if full[: len(prefix)] != prefix:
-        raise ValueError("the chat template does not preserve the prefix of a tool call; it cannot run tool episodes")
-    return list(full[len(prefix):])
-
-
-@dataclass
-class TokenStream:
-    """A conversation as the token stream of a GRPO rollout: the prompt, then generated turns and tool results."""
-
-    ids: list[int]
-    generated: list[tuple[int, int]]  # [start, end) of every assistant turn the model produced
-    decisions: list[tuple[int, str]]  # (position of the first token of a tool call, the tool called)
-
-
-def token_stream(tokenizer, messages: list[dict], tools: list) -> TokenStream:
-    """Encode a transcript (prompt messages, then assistant/tool turns) the way TRL's tool loop builds it."""
-    first = next(k for k, m in enumerate(messages) if m["role"] == "assistant")
-    ids = render_ids(tokenizer, messages[:first], tools, add_generation_prompt=True)
-    calls = action_continuations(tokenizer, tools)
-    generated, decisions = [], []
-    k = first
-    while k < len(messages):
-        message = messages[k]
-        start = len(ids)
-        if message.get("tool_calls"):
-            action = message["tool_calls"][0]["function"]["name"]
-            decisions.append((start, action))
-            ids += calls[action]
-            generated.append((start, len(ids)))
-            results = []
-            k += 1
-            while k < len(messages) and messages[k]["role"] == "tool":
-                results.append(messages[k])
-                k += 1
-            if results:
-                ids += tool_suffix_ids(tokenizer, results)
-        else:
-            ids += tokenizer.encode(message["content"], add_special_tokens=False) + [tokenizer.eos_token_id]
-            generated.append((start, len(ids)))
-            k += 1
-    return TokenStream(ids=ids, generated=generated, decisions=decisions)
 
 
 def action_calls() -> dict[str, dict]:
