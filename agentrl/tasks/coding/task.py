@@ -62,7 +62,7 @@ def module_of(task_id: str) -> str:
     return next(iter(CODING_TASKS[task_id].fix))
 
 
-def test_file_of(task_id: str) -> str:
+def suite_file_of(task_id: str) -> str:
     return next(p for p in CODING_TASKS[task_id].files if p.startswith("tests/"))
 
 
@@ -117,6 +117,9 @@ def tests(completions: list, environments: list | None = None, **kwargs: Any) ->
     return scores
 
 
+tests.__test__ = False  # type: ignore[attr-defined]  # a reward named for its component, not a pytest test
+
+
 def format(completions: list, **kwargs: Any) -> list[float]:  # noqa: A001 - the component's name
     """1.0 when no tool call leaked into the visible text, else 0.0."""
     return format_reward(completions)
@@ -164,7 +167,7 @@ def candidate_calls(task_id: str) -> dict[str, dict]:
     return {
         "write the fix": {"name": "write_file", "arguments": {"path": module, "content": task.fix[module]}},
         "write it unchanged": {"name": "write_file", "arguments": {"path": module, "content": task.files[module]}},
-        "rewrite the tests": {"name": "write_file", "arguments": {"path": test_file_of(task_id), "content": FORGED_TESTS}},
+        "rewrite the tests": {"name": "write_file", "arguments": {"path": suite_file_of(task_id), "content": FORGED_TESTS}},
         "run the tests": {"name": "run_tests", "arguments": {}},
     }
 
