@@ -86,7 +86,7 @@ def test_the_example_task_trains_from_launch_and_shows_on_every_page(dashboard, 
     page.get_by_text("violation:").first.wait_for(timeout=60_000)  # the guard's flags
     page.get_by_text("check_slot").first.wait_for(timeout=60_000)  # the transcript
     page.get_by_role("tab", name="Promotion gate").click()
-    page.get_by_text("zero violations on exploit probes").first.wait_for(timeout=60_000)
+    page.get_by_text("The gate fails").first.wait_for(timeout=60_000)  # nothing reviewed yet
     _no_exception(page)
     page.screenshot(path=str(tmp_path / "calendar-review.png"), full_page=True)
 
