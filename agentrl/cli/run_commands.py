@@ -21,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_runs_dir(train)
     train.add_argument("--name", help="override the run's name")
     train.add_argument("--step-delay", type=float, help="seconds to pause after each step, to watch a run live")
+    train.add_argument("--scorer", help="override the scorer: 'outcome' or 'guarded'")
     train.add_argument("--run-id", help=argparse.SUPPRESS)  # set by the launcher, which made the folder
     train.add_argument("--quiet", action="store_true", help="print only the run id and the final status, not every step")
     train.set_defaults(func=cmd_train)
@@ -42,7 +43,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from agentrl.launcher import create_run
     from agentrl.store.ingest import StoreLockedError, ingest_once
 
-    overrides = {"name": args.name, "step_delay": args.step_delay}
+    overrides = {"name": args.name, "step_delay": args.step_delay, "scorer": args.scorer}
     if args.preset is not None:
         config = load_preset(args.preset, **overrides)
     elif args.config is not None:

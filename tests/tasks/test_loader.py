@@ -13,7 +13,7 @@ import pytest
 
 from agentrl.config import ConfigError, make_config
 from agentrl.tasks import Task, TaskError, load_task
-from helpers import agentrl
+from helpers import REPO_ROOT, agentrl
 
 GOOD = textwrap.dedent('''
     from agentrl.tasks import Task
@@ -171,3 +171,13 @@ def test_the_cli_refuses_a_malformed_task_in_one_line_and_writes_nothing(tmp_pat
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: invalid run config: task: ") and expected in lines[0], lines
     assert not runs_dir.exists()
+
+
+def test_the_readme_example_is_a_task_the_loader_accepts(tmp_path):
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme.split("## Write your own task", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(code.splitlines()) < 40
+    (tmp_path / "readme_task.py").write_text(code)
+    task = load_task(f"{tmp_path / 'readme_task.py'}:TASK")
+    assert task.reward_names() == ["booked"] and len(task.train_dataset()) == 1
