@@ -22,22 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from agentrl.record.chunks import chunk_files  # noqa: E402
 from agentrl.record.rundir import list_run_dirs  # noqa: E402
+from lm_pair import CHILD_ENV, read_table  # noqa: E402 - the refund pair's chunk reader and child environment
 
 PRESETS = ("lm-coding-outcome", "lm-coding-guarded")
-CHILD_ENV = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def read_table(run_root: Path, table: str) -> list[dict]:
-    files = chunk_files(run_root, table)
-    return pa.concat_tables([pq.read_table(f) for f in files]).to_pylist() if files else []
 
 
 def mean(rows: list[dict], key: str) -> float | None:

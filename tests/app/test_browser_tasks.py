@@ -44,13 +44,18 @@ def _no_exception(page) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0
 
 
-def test_the_example_task_trains_from_launch_and_shows_on_every_page(dashboard, page, tmp_path):
-    base_url, runs_dir = dashboard
+def _launch_form(page, base_url: str, preset: str) -> None:
+    """The Launch page with `preset` chosen and its preflight (the memory budget) shown."""
     page.goto(f"{base_url}/Launch")
     page.get_by_role("combobox", name="Preset").wait_for(timeout=60_000)
     page.get_by_role("combobox", name="Preset").click()
-    page.get_by_role("option", name="lm-refund-outcome").click()
+    page.get_by_role("option", name=preset).click()
     page.get_by_text("Memory budget").wait_for(timeout=60_000)
+
+
+def test_the_example_task_trains_from_launch_and_shows_on_every_page(dashboard, page, tmp_path):
+    base_url, runs_dir = dashboard
+    _launch_form(page, base_url, "lm-refund-outcome")
 
     # Validated as typed: a task that is not there is one line, and nothing can start.
     _field(page, "Task", "examples/calendar_booking/nope.py:TASK")
@@ -97,11 +102,7 @@ def test_the_example_task_trains_from_launch_and_shows_on_every_page(dashboard, 
 
 def test_the_lm_coding_pair_runs_to_completion_from_the_dashboard(dashboard, page, tmp_path):
     base_url, runs_dir = dashboard
-    page.goto(f"{base_url}/Launch")
-    page.get_by_role("combobox", name="Preset").wait_for(timeout=60_000)
-    page.get_by_role("combobox", name="Preset").click()
-    page.get_by_role("option", name="lm-coding-outcome").click()
-    page.get_by_text("Memory budget").wait_for(timeout=60_000)
+    _launch_form(page, base_url, "lm-coding-outcome")
     started = time.monotonic()
     page.get_by_role("button", name="Start outcome-vs-guarded pair").click()
     page.get_by_text("Started").wait_for(timeout=60_000)
