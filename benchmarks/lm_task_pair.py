@@ -1,13 +1,15 @@
-"""The LM coding pair, measured: `lm-coding-outcome` and `lm-coding-guarded` on the tiny coding model, at once.
+"""An outcome-vs-guarded LM pair on any task, measured: by default `lm-coding-outcome` and
+`lm-coding-guarded` on the tiny coding model; `--task SPEC` runs the default language-model config
+on that task (e.g. the calendar-booking example) with each scorer.
 
-Launch -> **run process** x 2 -> chunks: starts the two presets as real, concurrent child
-processes (`python -m agentrl train --preset ...`, what the dashboard's launcher runs), waits for
-both, and reads their chunks back. Reports, per run: wall time, median step time, the sampled
-success and violation rates at the start and the end (means of the first and last 5 steps),
-vetoed rollouts and the veto audit, the held-out (greedy) results, and at each decision point
-the policy's choice after reading the buggy file, at step 0 and at the last step.
+Launch -> **run process** x 2 -> chunks: starts the two runs as real, concurrent child processes
+(`python -m agentrl train ...`, what the dashboard's launcher runs), waits for both, and reads
+their chunks back. Reports, per run: wall time, median step time, the sampled success and
+violation rates at the start and the end (means of the first and last 5 steps), vetoed rollouts
+and the veto audit, the held-out (greedy) results, and the policy's distribution at each decision
+point at step 0 and at the last step.
 
-    .venv/bin/python benchmarks/lm_coding_pair.py [--rounds N] [--keep DIR]
+    .venv/bin/python benchmarks/lm_task_pair.py [--task SPEC] [--rounds N] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -68,18 +70,23 @@ def summarise(run_root: Path, wall_s: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, help="override the presets' rounds")
+    parser.add_argument("--task", help="a task spec: run the default language-model config on it instead of the coding presets")
     parser.add_argument("--keep", help="keep the runs in this directory instead of a temporary one")
     args = parser.parse_args(argv)
-    workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="lm-coding-pair-"))
+    workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="lm-task-pair-"))
     workdir.mkdir(parents=True, exist_ok=True)
     children, walls, started = {}, {}, time.monotonic()
-    for name in PRESETS:
-        command = [sys.executable, "-m", "agentrl", "train", "--preset", name, "--runs-dir", str(workdir / name), "--quiet"]
-        if args.rounds:
+    names = [f"task-{scorer}" for scorer in ("outcome", "guarded")] if args.task else list(PRESETS)
+    for name in names:
+        if args.task:
+            config = {"kind": "trl", "name": name, "task": args.task, "scorer": name.removeprefix("task-")}
+        else:
             config = json.loads((PROJECT_ROOT / "agentrl" / "config" / "presets" / f"{name}.json").read_text())
+        if args.rounds:
             config["rounds"] = args.rounds
-            (workdir / f"{name}.json").write_text(json.dumps(config))
-            command[4:6] = ["--config", str(workdir / f"{name}.json")]
+        (workdir / f"{name}.json").write_text(json.dumps(config))
+        command = [sys.executable, "-m", "agentrl", "train", "--config", str(workdir / f"{name}.json"),
+                   "--runs-dir", str(workdir / name), "--quiet"]
         log = open(workdir / f"{name}.log", "w")
         children[name] = subprocess.Popen(command, cwd=PROJECT_ROOT, env={**os.environ, **CHILD_ENV}, stdout=log, stderr=subprocess.STDOUT)
         print(f"started {name}: pid {children[name].pid}", flush=True)
@@ -88,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         walls[name] = time.monotonic() - started
         print(f"{name}: exit {code} after {walls[name]:.1f}s (log {workdir / (name + '.log')})", flush=True)
     results = {}
-    for name in PRESETS:
+    for name in names:
         runs = list_run_dirs(workdir / name)
         results[name] = summarise(runs[0].root, walls[name]) if runs else {"status": "no run"}
     for name, r in results.items():
