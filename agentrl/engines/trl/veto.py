@@ -5,7 +5,7 @@ Sits inside the LM run process, in the update of each GRPO step. `VetoGRPOTraine
 computed (the vetoed trajectories' penalised rewards stay in their group's baseline), the
 completion-mask rows of the vetoed trajectories are zeroed and the loss normaliser is
 recomputed, the same move TRL makes for truncated completions. With `loss_type='dapo'` that
-gives the gradient of the batch without those rows (tests/test_grpo_veto.py pins it). Zeroing
+gives the gradient of the batch without those rows (tests/engines/trl/test_veto.py pins it). Zeroing
 an advantage or returning NaN/None from a reward is not a veto: the KL and entropy terms still
 reach the row, and a NaN row leaves the baseline.
 

@@ -149,13 +149,6 @@ def task_rows(tasks: Iterable[Any]) -> list[dict]:
     return rows
 
 
-def build_dataset(tasks: Iterable[Any]):
-    """A `datasets.Dataset` of `task_rows` (the train split is `config.tasks`, held-out `config.eval_tasks`)."""
-    from datasets import Dataset
-
-    return Dataset.from_list(task_rows(tasks))
-
-
 # --- transcripts ---------------------------------------------------------------------------------
 
 
