@@ -35,12 +35,15 @@ def short_config(**overrides):
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory):
     """One 3-step guarded run, ingested: (run_id, store connection, log lines)."""
-    runs_dir = tmp_path_factory.mktemp("lm") / "runs"
-    config = short_config()
+    yield from run_in_store(tmp_path_factory.mktemp("lm") / "runs", short_config())
+
+
+def run_in_store(runs_dir, config):
+    """Run `config` to success in this process, ingest it, and yield (run_id, store connection, log lines)."""
     run = create_run(runs_dir, config)
     lines: list[str] = []
-    assert run_trl(config, run, log=lines.append) == "succeeded"
-    assert run.status()["status"] == "succeeded" and run.status()["step"] == 3
+    assert run_trl(config, run, log=lines.append) == "succeeded", lines
+    assert run.status()["status"] == "succeeded" and run.status()["step"] == config.rounds
     ingest_once(runs_dir)
     con = connect(runs_dir)
     yield run.run_id, con, lines

@@ -13,10 +13,8 @@ pytest.importorskip("trl")
 
 from agentrl.config import make_config
 from agentrl.engines.registry import engine_of
-from agentrl.engines.trl.engine import run_trl
-from agentrl.launcher import create_run
-from agentrl.store.ingest import connect, ingest_once
 from helpers import REPO_ROOT, agentrl
+from test_trl_engine import rows, run_in_store
 
 EXAMPLE = f"{REPO_ROOT / 'examples' / 'calendar_booking' / 'task.py'}:TASK"
 QWEN3_1_7B = {
@@ -34,19 +32,7 @@ def example_config(**overrides):
 
 @pytest.fixture(scope="module")
 def calendar_run(tmp_path_factory):
-    runs_dir = tmp_path_factory.mktemp("calendar") / "runs"
-    config = example_config()
-    run = create_run(runs_dir, config)
-    lines: list[str] = []
-    assert run_trl(config, run, log=lines.append) == "succeeded", lines
-    ingest_once(runs_dir)
-    con = connect(runs_dir)
-    yield run.run_id, con, lines
-    con.close()
-
-
-def rows(con, sql, run_id):
-    return con.execute(sql, [run_id]).fetchall()
+    yield from run_in_store(tmp_path_factory.mktemp("calendar") / "runs", example_config())
 
 
 def test_every_reward_function_is_a_component_and_the_guard_adds_its_penalty(calendar_run):
