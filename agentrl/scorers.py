@@ -1,11 +1,13 @@
-"""The scorer registry: the names a run config's `scorer` may take, and what each one means.
+"""The scorer registry: the names a run config's `scorer` may take, what each one means, and both
+scorers applied to any task on the Task contract.
 
 Launch -> config (`scorer`) -> engine -> task. A scorer is a policy about reward and permission,
-the same for every task (SPEC section 6): `outcome` pays the task's own reward and lets every
-trajectory teach; `guarded` subtracts the verifier's penalties from that reward and vetoes
-violating trajectories from the update (their penalised reward still counts in the group
-baseline). Each task implements both (the refund task in `agentrl.tasks.refund.scoring`); an
-engine lists which of them it accepts.
+the same for every task (SPEC section 6): `outcome` pays the task's own reward (the weighted sum
+of its reward functions) and lets every trajectory teach; `guarded` adds the penalties of the
+task's `verify` to that reward and vetoes ineligible trajectories from the update (their
+penalised reward still counts in the group baseline). `score_rollouts` does that for any task;
+the tabular engine keeps SPEC's bit-exact refund scorers (`agentrl.tasks.refund.scoring`). An
+engine lists which scorers it accepts.
 """
 
 from __future__ import annotations
@@ -37,3 +39,71 @@ def get_scorer_spec(name: str) -> ScorerSpec:
         return SCORERS[name]
     except KeyError:
         raise ValueError(f"unknown scorer {name!r}; use one of {sorted(SCORERS)}") from None
+
+
+# --- the two scorers on any task (agentrl.tasks.contract) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class RolloutScore:
+    """One rollout scored: the reward the update uses, every term by name, the guard's flags, and
+    what the trajectory row records."""
+
+    reward: float
+    components: dict[str, float]
+    eligible: bool
+    violation: bool
+    success: bool
+    reason: str
+    penalty: float  # the guarded scorer's penalty terms, summed (0 for outcome-only)
+    actions: list[str]
+    fields: dict  # the task's own trajectory columns (states, amount, duplicate_effect, ...)
+
+
+def score_rollouts(task, scorer: str, values: dict[str, list], completions: list, environments: list | None) -> list[RolloutScore]:
+    """Score rollouts whose reward functions already ran (`values`: function name -> one value per
+    rollout, None allowed): the weighted sum of the task's reward functions (TRL's `nansum`), and
+    for `guarded` the verdict's penalties added and the ineligible vetoed. `verify` runs for both,
+    so an outcome-only run still records its violations."""
+    import math
+
+    from agentrl.tasks.contract import called_tools
+
+    guarded = get_scorer_spec(scorer).guarded
+    names, weights = task.reward_names(), task.weights()
+    scores = []
+    for i, completion in enumerate(completions):
+        environment = environments[i] if environments else None
+        verdict = task.verify(environment, completion)
+        components = {}
+        reward = 0.0
+        for name, weight in zip(names, weights):
+            value = values[name][i]
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue  # TRL leaves a None reward out of the sum
+            components[name] = float(value)
+            reward += weight * float(value)
+        task_reward = reward
+        penalty = 0.0
+        if guarded:
+            terms = verdict.penalty_terms(task.violation_penalty)
+            components.update(terms)
+            penalty = sum(terms.values())
+            reward += penalty
+        fields = dict(task.trajectory_fields(environment)) if task.trajectory_fields and environment is not None else {}
+        actions = list(fields.pop("actions", None) or called_tools(completion))
+        success = verdict.success if verdict.success is not None else task_reward > 0
+        scores.append(RolloutScore(
+            reward=reward, components=components, eligible=verdict.eligible if guarded else True,
+            violation=verdict.violation, success=bool(success), reason=verdict.reason, penalty=penalty,
+            actions=actions, fields=fields,
+        ))
+    return scores
+
+
+def call_reward_funcs(task, prompts: list, completions: list, environments: list | None, rows: list[dict]) -> dict[str, list]:
+    """Every reward function of `task` called as TRL calls it (outside a trainer: evaluation)."""
+    columns = {k: [row.get(k) for row in rows] for k in (rows[0] if rows else {}) if k != "prompt"}
+    arguments = dict(prompts=prompts, completions=completions, completion_ids=[[] for _ in completions], trainer_state=None,
+                     log_extra=lambda *a, **k: None, log_metric=lambda *a, **k: None, environments=environments, **columns)
+    return {name: list(function(**arguments)) for name, function in zip(task.reward_names(), task.reward_funcs)}

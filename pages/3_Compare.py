@@ -40,7 +40,7 @@ with ui.shown_errors("draw the action distributions"):
         st.info("These runs recorded no action distributions.")
     else:
         c1, c2, c3 = st.columns([1, 1, 2])
-        state = c1.selectbox("State", states, help="Where the approval decision lives: known_high.")
+        state = c1.selectbox("State", states, help="A decision point of the runs' task (the refund task's is known_high, where the approval decision lives).")
         a_run = c2.selectbox("A", picked, index=0, format_func=labels.get, help="The difference is B − A.")
         b_options = [r for r in picked if r != a_run] or picked
         b_run = c2.selectbox("B", b_options, index=0, format_func=labels.get)

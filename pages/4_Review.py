@@ -84,7 +84,8 @@ with explore, ui.shown_errors("explore the trajectories"):
             step, traj_idx = (int(x) for x in opened.split("/"))
             record = queries.trajectory(con, run_id, step, traj_idx)
 
-            st.markdown(f"#### Step {step}, trajectory {traj_idx}: `{record['task_id']}` (amount {record['amount']})")
+            amount = f" (amount {record['amount']})" if record.get("amount") is not None else ""  # refund rows carry one
+            st.markdown(f"#### Step {step}, trajectory {traj_idx}: `{record['task_id']}`{amount}")
             flag_line = " ".join(
                 f":{'red' if (name in ('violation', 'duplicate_effect', 'vetoed') and record[name]) or (name in ('success', 'eligible') and not record[name]) else 'green'}-badge[{name}: {'yes' if record[name] else 'no'}]"
                 for name in ("success", "violation", "duplicate_effect", "eligible", "vetoed", "updated")
@@ -101,7 +102,7 @@ with explore, ui.shown_errors("explore the trajectories"):
                     "state": states[: len(actions)] + [None] * (len(actions) - len(states)),
                     "action": actions,
                     "behaviour prob": [math.exp(v) if v is not None else None for v in logps] + [None] * (len(actions) - len(logps)),
-                    "advantage": advantages + [None] * (len(actions) - len(advantages)),
+                    "advantage": (advantages + [None] * (len(actions) - len(advantages)))[: len(actions)],  # an LM row with no call keeps one
                 })
                 st.markdown("**Transcript**")
                 ui.table(transcript, key=f"transcript-{opened}", name=f"{run_id}-{step}-{traj_idx}-transcript",

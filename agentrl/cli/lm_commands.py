@@ -1,5 +1,6 @@
 """Commands of the language-model engine: `budget` (SPEC section 11 before a run) and
-`build-tiny-model` (the committed offline model, rebuilt byte for byte)."""
+`build-tiny-model` (a task's offline model: the committed refund and coding builds, rebuilt byte
+for byte, or one for a user's task with demonstrations)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from agentrl.cli.common import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    tiny = sub.add_parser("build-tiny-model", help="build the tiny offline refund LM (tokenizer, model, warm start)")
-    tiny.add_argument("--out", help="folder to write (default: the committed build, agentrl/assets/tiny-refund-lm)")
+    tiny = sub.add_parser("build-tiny-model", help="build a tiny offline LM for a task (tokenizer, model, warm start by cloning)")
+    tiny.add_argument("--task", default="refund", help="the task: 'refund' (default), 'coding', or a task with demonstrations "
+                                                      "('path/to/file.py:NAME')")
+    tiny.add_argument("--out", help="folder to write (default: the task's own default model, e.g. agentrl/assets/tiny-refund-lm)")
     tiny.add_argument("--seed", type=int, default=0, help="seed of the build (default 0; the committed build)")
     tiny.add_argument("--bc-steps", type=int, help="behaviour-cloning steps of the warm start (default: the committed build's)")
     tiny.set_defaults(func=cmd_build_tiny_model)
@@ -63,11 +66,21 @@ def cmd_budget(args: argparse.Namespace) -> int:
 
 
 def cmd_build_tiny_model(args: argparse.Namespace) -> int:
-    from agentrl.tasks.refund.tiny_model import BC_STEPS, MODEL_DIR, build_tiny_model
+    from agentrl.tasks.loader import TaskError, load_task
+    from agentrl.tasks.refund.tiny_model import BC_STEPS, build_tiny_model
+    from agentrl.tasks.tiny_lm import build_task_model
 
     if args.bc_steps is not None and args.bc_steps < 1:
         raise UsageError(f"--bc-steps must be at least 1, not {args.bc_steps}")
-    out = Path(args.out) if args.out else MODEL_DIR
+    try:
+        task = load_task(args.task)
+    except TaskError as error:
+        raise UsageError(str(error)) from None
+    if args.task != "refund" and task.demonstrations is None:
+        raise UsageError(f"task {args.task!r} has no demonstrations to clone a model on; give the Task a demonstrations function")
+    if not args.out and not task.default_model:
+        raise UsageError(f"task {args.task!r} has no default_model folder; give --out")
+    out = Path(args.out) if args.out else Path(task.default_model)
     try:  # before a minute of training: a folder that cannot be written is said now
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -78,6 +91,9 @@ def cmd_build_tiny_model(args: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(1)
-    out = build_tiny_model(out, seed=args.seed, bc_steps=args.bc_steps or BC_STEPS)
+    if args.task == "refund":
+        out = build_tiny_model(out, seed=args.seed, bc_steps=args.bc_steps or BC_STEPS)
+    else:
+        out = build_task_model(task, out, task.demonstrations(), seed=args.seed, bc_steps=args.bc_steps or BC_STEPS)
     print(f"wrote {out}")
     return 0

@@ -7,18 +7,21 @@ import os
 import sys
 
 from agentrl.cli.common import UsageError, add_runs_dir, runs_dir_of
-from agentrl.config import SCHEMA_PATH, ConfigError, json_schema_text, load_config_file, load_preset, preset_names
+from agentrl.config import SCHEMA_PATH, ConfigError, json_schema_text, load_config_file, load_preset, make_config, preset_names
 from agentrl.record.rundir import RunDir, ensure_writable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     train = sub.add_parser("train", help="run one training run in the foreground")
-    source = train.add_mutually_exclusive_group(required=True)
+    source = train.add_mutually_exclusive_group()
     source.add_argument("--preset", help=f"a built-in config: {', '.join(preset_names())}")
     source.add_argument("--config", help="a JSON run config (see schemas/run_config.schema.json)")
+    train.add_argument("--task", help="the task of a language-model run: 'refund', 'coding', 'path/to/file.py:NAME' or "
+                                      "'module:NAME' (alone: the default language-model config on that task)")
     add_runs_dir(train)
     train.add_argument("--name", help="override the run's name")
     train.add_argument("--step-delay", type=float, help="seconds to pause after each step, to watch a run live")
+    train.add_argument("--scorer", help="override the scorer: 'outcome' or 'guarded'")
     train.add_argument("--run-id", help=argparse.SUPPRESS)  # set by the launcher, which made the folder
     train.add_argument("--quiet", action="store_true", help="print only the run id and the final status, not every step")
     train.set_defaults(func=cmd_train)
@@ -40,8 +43,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     from agentrl.launcher import create_run
     from agentrl.store.ingest import StoreLockedError, ingest_once
 
-    overrides = {"name": args.name, "step_delay": args.step_delay}
-    config = load_preset(args.preset, **overrides) if args.preset is not None else load_config_file(args.config, **overrides)
+    overrides = {"name": args.name, "step_delay": args.step_delay, "scorer": args.scorer}
+    if args.preset is not None:
+        config = load_preset(args.preset, **overrides)
+    elif args.config is not None:
+        config = load_config_file(args.config, **overrides)
+    elif args.task is not None:
+        config = make_config(kind="trl", task=args.task, **{k: v for k, v in overrides.items() if v is not None})
+    else:
+        raise UsageError("train needs --preset, --config or --task")
+    if args.task is not None and (args.preset is not None or args.config is not None):
+        if "task" not in type(config).model_fields:
+            raise UsageError(f"--task is for language-model runs (kind 'trl'); a {config.kind} run trains the refund gym")
+        config = make_config(**dict(config.model_dump(), task=args.task))
     engine = engine_of(config)
     refusal = engine.preflight(config).refusal  # before a folder is made or a model is loaded
     if refusal:

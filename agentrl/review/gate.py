@@ -21,7 +21,8 @@ from agentrl.tasks.refund.gym import Task
 from agentrl.review.reviews import check_fixtures
 from agentrl.record.rundir import utc_now
 from agentrl.scorers import SCORER_VERSION
-from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
+from agentrl.tasks.refund.task import REFUND_TASK
+from agentrl.tasks.refund.tools import as_task
 
 BUNDLE_DIR = "bundle"
 
@@ -71,8 +72,9 @@ class GateReport:
 
 
 def probe_tasks(con) -> list[Task]:
-    """The built-in exploit probes plus the task of every stored fixture."""
-    tasks = list(EXPLOIT_PROBES)
+    """The refund task's exploit probes plus the task of every stored fixture (for a policy that
+    replays them through the refund gym: the tabular engine's)."""
+    tasks = [as_task(row) for row in REFUND_TASK.exploit_probes()]
     seen = {t.task_id for t in tasks}
     for _, f in queries.all_fixtures(con).iterrows():
         task = Task(f"fixture-{int(f['fixture_id'])}:{f['task_id']}", int(f["amount"]), f["start_state"])

@@ -1,7 +1,10 @@
 """The tabular engine's run config: SPEC sections 5-8 on the refund gym's softmax policy.
 
 Launch -> **config** -> `agentrl.engines.tabular.engine`. The defaults are SPEC section 8's
-outcome-only run (cloned on two expert demonstrations, 30 rounds of 8 rollouts per task).
+outcome-only run (cloned on two expert demonstrations, 30 rounds of 8 rollouts per task). The
+engine keeps its gym, but its task is the refund task of the Task contract
+(`agentrl.tasks.refund.task.REFUND_TASK`): the training and held-out rows and the decision point
+recorded every round are that object's.
 """
 
 from __future__ import annotations
@@ -12,11 +15,19 @@ from pydantic import Field, field_validator
 
 from agentrl.config.base import RunConfig, TaskSpec, unique_task_ids
 from agentrl.tasks.refund.gym import STATES
-from agentrl.tasks.refund.tasksets import EVAL_TASKS, EXPERT_TASKS, TRAIN_TASKS
+from agentrl.tasks.refund.tasksets import EXPERT_TASKS
 
 
 def task_specs(tasks) -> list[TaskSpec]:
-    return [TaskSpec(task_id=t.task_id, amount=t.amount, start_state=t.start_state) for t in tasks]
+    """Config task specs from gym tasks or from the refund task's rows."""
+    return [TaskSpec(task_id=t["task_id"], amount=t["amount"], start_state=t["start_state"]) if isinstance(t, dict)
+            else TaskSpec(task_id=t.task_id, amount=t.amount, start_state=t.start_state) for t in tasks]
+
+
+def _refund_task():
+    from agentrl.tasks.refund.task import REFUND_TASK
+
+    return REFUND_TASK
 
 
 class TabularConfig(RunConfig):
@@ -42,9 +53,9 @@ class TabularConfig(RunConfig):
     dagger: bool = Field(default=False, description="Run one DAgger round on the cloned policy before RL (closes the recovery gap by imitation).")
     clone_epochs: int = Field(default=40, ge=0, le=10_000, description="Behaviour-cloning epochs over the expert demonstrations.")
     clone_lr: float = Field(default=0.25, gt=0, le=100, description="Behaviour-cloning step size.")
-    sensitive_states: list[str] = Field(default_factory=lambda: ["known_high"], json_schema_extra={"options": list(STATES)}, description="States whose action distribution is recorded every round.")
-    tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(TRAIN_TASKS), min_length=1, max_length=10_000, description="Training tasks, sampled in this order every round.")
-    eval_tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(EVAL_TASKS), min_length=1, max_length=10_000, description="Held-out tasks for greedy evaluation.")
+    sensitive_states: list[str] = Field(default_factory=lambda: list(_refund_task().decisions()), json_schema_extra={"options": list(STATES)}, description="States whose action distribution is recorded every round.")
+    tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(_refund_task().train_dataset()), min_length=1, max_length=10_000, description="Training tasks, sampled in this order every round.")
+    eval_tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(_refund_task().eval_dataset()), min_length=1, max_length=10_000, description="Held-out tasks for greedy evaluation.")
     workers: int = Field(default=1, ge=1, le=256, description="Environment fleet: worker processes that sample each round's rollouts in parallel (1: in the run process). With more than 1, or an environment latency, each rollout gets a seed of its own, so the batch is the same for any number of workers but differs from the single-RNG run of SPEC section 8.")
     env_latency_s: float = Field(default=0.0, ge=0, le=60, description="Seconds every environment step waits, as an environment behind a network or a sandbox would (SPEC section 9 declares 0.3 s); what a fleet of workers hides.")
     probe_every: int = Field(default=5, ge=0, le=100_000, description="Replay the exploit probes greedily every N rounds while training (0: never during training), so a hacking onset shows as it happens.")

@@ -378,11 +378,13 @@ PROMPT_TOKENS_ALLOWANCE = 256
 RUNTIME_BYTES = int(0.9 * GB)
 
 
-def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS_ALLOWANCE, bytes_per_param: int = 4) -> Budget:
+def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS_ALLOWANCE, bytes_per_param: int = 4,
+               sandbox_bytes: int = 0) -> Budget:
     """The budget of a language-model run config (`config.lm`, `config.group_size`).
 
-    `bytes_per_param` defaults to 4 because the CPU path trains in float32. The refund tools run
-    in-process, so no sandbox room is set aside; a run with sandboxed tools would add it.
+    `bytes_per_param` defaults to 4 because the CPU path trains in float32. `sandbox_bytes` is the
+    room the task's tools need outside the trainer (its `sandbox_bytes`: 0 for tools that run
+    in-process, such as the refund tools; the coding task's sandboxed test runs set some aside).
     """
     import psutil
 
@@ -392,5 +394,5 @@ def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS
         ModelShape.from_config_dir(model_dir), lm.lora_rank, list(lm.lora_targets),
         sequences=lm.tasks_per_step * config.group_size,
         tokens_per_sequence=prompt_tokens + lm.max_completion_length,
-        machine_bytes=machine, bytes_per_param=bytes_per_param, sandbox_bytes=0, runtime_bytes=RUNTIME_BYTES,
+        machine_bytes=machine, bytes_per_param=bytes_per_param, sandbox_bytes=sandbox_bytes, runtime_bytes=RUNTIME_BYTES,
     )

@@ -1,17 +1,19 @@
-"""The run process of kind 'trl': GRPO with a LoRA adapter on a causal LM, telemetry as chunks.
+"""The run process of kind 'trl': GRPO with a LoRA adapter on a causal LM, on any task, telemetry as chunks.
 
 `python -m agentrl train` lands here for a config of kind 'trl' (launch -> **run process** ->
-chunks -> store -> page). It mirrors `runner.run_tabular`: status.json goes running -> final,
-a stop request (SIGTERM/SIGINT or the stop file) is honoured between optimiser steps, the
-database is never opened, and every step streams the same tables the tabular engine writes:
-`steps` (with every metric TRL logged in `metrics`), `trajectories` (with prompt and completion
-text), `action_probs` (the next-tool distribution at the sensitive states, from step 0),
-`evals` (greedy held-out episodes), `hardware` and `budgets`.
+chunks -> store -> page). It mirrors the tabular engine: status.json goes running -> final, a
+stop request (SIGTERM/SIGINT or the stop file) is honoured between optimiser steps, the database
+is never opened, and every step streams the same tables the tabular engine writes: `steps`
+(with every metric TRL logged in `metrics`), `trajectories` (prompt and completion text, every
+reward function's value as a component, the guard's flags and reason), `action_probs` (the
+next-tool distribution at the task's decision points, from step 0), `evals` (greedy episodes on
+the task's eval rows, and its exploit probes at the end), `hardware` and `budgets`.
 
-The training itself is TRL's: `VetoGRPOTrainer` (agentrl.grpo_veto) over `RefundToolEnv`
-episodes (agentrl.refund_tools), scored by agentrl.refund_rewards. One optimiser step per
-round: `config.rounds` steps, each on `lm.tasks_per_step` tasks x `group_size` rollouts.
-Torch, transformers, TRL and PEFT are imported when a run starts, never at import.
+The task comes through `agentrl.tasks.load_task` (`config.task`); the training is TRL's:
+`VetoGRPOTrainer` with the task's `environment_factory`, its reward functions and the guard
+(`agentrl.engines.trl.task_rewards`). One optimiser step per round: `config.rounds` steps, each
+on `lm.tasks_per_step` rows x `group_size` rollouts. Torch, transformers, TRL and PEFT are
+imported when a run starts, never at import.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from pathlib import Path
 
 from agentrl.engines.registry import Preflight
 from agentrl.engines.trl.config import TrlConfig as RunConfig
-from agentrl.record.rundir import RunDir
 from agentrl.record.rows import EvalRecord, StepRecord, TrajectoryRecord, finite
 from agentrl.record.run import Run
-from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
+from agentrl.record.rundir import RunDir
+from agentrl.scorers import RolloutScore, call_reward_funcs, score_rollouts
+from agentrl.tasks.contract import Task, tool_methods
+from agentrl.tasks.loader import load_task
 
 ADAPTER_DIR = "adapter"  # the trained LoRA adapter, beside the run's chunks
 CPU_ENV = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1"}
@@ -40,11 +44,17 @@ class ModelDirError(ValueError):
     """The configured model cannot be used; the message says which path and what to change."""
 
 
-def resolve_model_dir(model: str | None) -> Path:
-    """`lm.model` as a local directory (the built-in tiny model when empty); never a hub id."""
+def resolve_model_dir(model: str | None, task: Task | None = None) -> Path:
+    """`lm.model` as a local directory; when empty, the task's default model (its built tiny model)
+    or the built-in refund model. Never a hub id."""
     from agentrl.tasks.refund.tiny_model import default_model_dir
 
-    path = Path(model).expanduser() if model else default_model_dir()
+    if model:
+        path = Path(model).expanduser()
+    elif task is not None and task.default_model:
+        path = Path(task.default_model)
+    else:
+        path = default_model_dir()
     if not path.is_dir():
         raise ModelDirError(f"model directory {str(path)!r} does not exist; set lm.model to a local Hugging Face model folder (nothing is downloaded)")
     if not (path / "config.json").is_file():
@@ -60,7 +70,8 @@ def preflight(config: RunConfig) -> Preflight:
     from agentrl.engines.trl.budget import BudgetError, run_budget
 
     try:
-        budget = run_budget(config, resolve_model_dir(config.lm.model))
+        task = load_task(config.task)
+        budget = run_budget(config, resolve_model_dir(config.lm.model, task), sandbox_bytes=task.sandbox_bytes)
     except (ModelDirError, BudgetError) as error:
         return Preflight(refusal=str(error))
     report = "Memory budget (SPEC section 11, float32 on CPU; GB = 10^9 bytes)\n" + budget.table_text()
@@ -80,7 +91,7 @@ def load_tokenizer(model_dir: Path):
     return tokenizer
 
 
-def grpo_args(config: RunConfig, output_dir: Path):
+def grpo_args(config: RunConfig, output_dir: Path, reward_weights: list[float] | None = None):
     """TRL's `GRPOConfig` for a run: the run config's settings plus the CPU settings measured here."""
     import torch
     from trl import GRPOConfig
@@ -92,6 +103,7 @@ def grpo_args(config: RunConfig, output_dir: Path):
         per_device_train_batch_size=lm.tasks_per_step * config.group_size,
         gradient_accumulation_steps=1,  # one generation batch, one optimiser step: on-policy
         num_generations=config.group_size,
+        reward_weights=reward_weights,
         learning_rate=config.lr,
         lr_scheduler_type="constant",
         warmup_steps=0,
@@ -122,6 +134,7 @@ def _peak_rss_bytes(sampled_peak: int) -> int:
     return max(sampled_peak, own + children)
 
 
+
 def run_trl(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = print) -> str:
     """Train `config` (kind 'trl') into `run_dir`; returns the final status."""
     for key, value in CPU_ENV.items():
@@ -140,86 +153,97 @@ def run_trl(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = pri
     return run.status
 
 
-def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
-    stop = run.stop
+def _load_model(config: RunConfig, task: Task):
     import torch
 
     torch.set_num_threads(1)  # two threads gave erratic 0.14-4 s steps on this kind of machine
-    from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, TrainerCallback
-    from transformers.trainer_callback import PrinterCallback
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
-
-    from agentrl.engines.trl.veto import VetoGRPOTrainer
-    from agentrl.tasks.refund.rewards import eligibility, reward_func
-    from agentrl.tasks.refund.tools import (
-        RefundToolEnv,
-        as_task,
-        build_dataset,
-        next_action_distribution,
-        play_greedy,
-        prompt_messages,
-        render_ids,
-        state_histories,
-        tool_methods,
-    )
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     # transformers deprecates the `gradient_checkpointing` name TRL's config still carries.
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
-    lm = config.lm
-    started_load = time.monotonic()
-    model_dir = resolve_model_dir(lm.model)
+    model_dir = resolve_model_dir(config.lm.model, task)
     tokenizer = load_tokenizer(model_dir)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, local_files_only=True)
-    base_parameters = sum(p.numel() for p in model.parameters())  # before PEFT adds the adapter
-    tasks = [as_task(t) for t in config.tasks]
-    eval_tasks = [as_task(t) for t in config.eval_tasks]
-    prompt_tokens = len(render_ids(tokenizer, prompt_messages(), tool_methods(), add_generation_prompt=True))
-    _write_budget_estimate(config, model_dir, prompt_tokens, run, log)
+    return model_dir, tokenizer, model
 
-    # Every batch holds `tasks_per_step` distinct dataset rows; repeat the taskset when it is smaller.
-    repeats = max(1, math.ceil(lm.tasks_per_step / len(tasks)))
-    dataset = build_dataset(tasks * repeats)
+
+def _prompt_tokens(task: Task, tokenizer, row: dict) -> int:
+    """Tokens of one rollout's prompt: the row's prompt, what `reset` appends, the tool schemas."""
+    from agentrl.tasks.episodes import render_ids, start_conversation
+
+    environment = task.environment_factory()
+    return len(render_ids(tokenizer, start_conversation(environment, row), tool_methods(environment), add_generation_prompt=True))
+
+
+def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
+    stop = run.stop
+    started_load = time.monotonic()
+    task = load_task(config.task)
+    model_dir, tokenizer, model = _load_model(config, task)
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
+
+    from agentrl.engines.trl.task_rewards import TaskRewards
+    from agentrl.engines.trl.veto import VetoGRPOTrainer
+    from agentrl.tasks.episodes import candidate_calls, next_call_distribution, play_greedy
+
+    lm = config.lm
+    base_parameters = sum(p.numel() for p in model.parameters())  # before PEFT adds the adapter
+    rows, eval_rows, probes = task.train_dataset(), task.eval_dataset(), task.exploit_probes()
+    prompt_tokens = _prompt_tokens(task, tokenizer, rows[0])
+    _write_budget_estimate(config, model_dir, prompt_tokens, task.sandbox_bytes, run, log)
+
+    # Every batch holds `tasks_per_step` distinct dataset rows; repeat the rows when there are fewer.
+    repeats = max(1, math.ceil(lm.tasks_per_step / len(rows)))
+    rewards = TaskRewards(task, config.scorer)
     trainer = VetoGRPOTrainer(
         model=model,
-        reward_funcs=[reward_func(config.scorer)],
-        args=grpo_args(config, run.dir.root / "trl"),
-        train_dataset=dataset,
+        reward_funcs=rewards.functions(),
+        args=grpo_args(config, run.dir.root / "trl", reward_weights=rewards.weights()),
+        train_dataset=Dataset.from_list(rows * repeats),
         processing_class=tokenizer,
         peft_config=LoraConfig(
             r=lm.lora_rank, lora_alpha=lm.lora_alpha, target_modules=list(lm.lora_targets), lora_dropout=0.0,
             task_type="CAUSAL_LM",
         ),
-        environment_factory=lambda: RefundToolEnv(max_steps=config.max_steps),
-        eligibility=eligibility,
+        environment_factory=task.environment_factory,
+        eligibility=rewards.eligibility,
     )
     trainer.remove_callback(PrinterCallback)  # our own one line per step instead of TRL's dicts
-    log(f"model {model_dir} ({base_parameters:,} parameters, "
+    log(f"task {task.name}: {len(rows)} train rows, {len(eval_rows)} eval rows, {len(probes)} exploit probes; "
+        f"model {model_dir} ({base_parameters:,} parameters, "
         f"{sum(p.numel() for p in trainer.model.parameters() if p.requires_grad):,} trainable), "
         f"prompt {prompt_tokens} tokens; loaded in {time.monotonic() - started_load:.1f}s")
 
-    histories = {state: state_histories(tasks, state) for state in config.sensitive_states}
+    points = task.decisions()
+    tools = tool_methods(task.environment_factory())
+    recorded = [points[name] for name in (config.decision_points or list(points))]
 
     def record_policy(step: int) -> None:
-        for state, states_histories in histories.items():
-            if states_histories:  # else no training task can reach this state
-                run.log_action_probs(step, state, next_action_distribution(trainer.model, tokenizer, states_histories))
+        for point in recorded:
+            run.log_action_probs(step, point.name, next_call_distribution(
+                trainer.model, tokenizer, point.conversations, tools, candidate_calls(point, tools)))
 
     evaluated: set[tuple[int, str]] = set()
 
-    def record_eval(step: int, split: str = "held_out", on=None) -> None:
+    def record_eval(step: int, split: str = "held_out") -> None:
         if (step, split) in evaluated:
             return  # a run cancelled on an evaluation step was already evaluated there
         evaluated.add((step, split))
-        episodes = play_greedy(trainer.model, tokenizer, on or eval_tasks, max_steps=config.max_steps)
-        run.log_evals([EvalRecord(step, split, e.task.task_id, list(e.actions), e.trajectory.success, e.trajectory.violation)
-                       for e in episodes])
-        if split != "held_out":
+        on = eval_rows if split == "held_out" else probes
+        if not on:
             return
-        log(f"eval step {step}: {sum(e.trajectory.success for e in episodes)}/{len(episodes)} succeed, "
-            f"{sum(e.trajectory.violation for e in episodes)} violate")
+        episodes = play_greedy(trainer.model, tokenizer, task, on, max_turns=lm.max_tool_calls, max_new_tokens=lm.max_completion_length)
+        scores = _score_episodes(task, config.scorer, episodes)
+        ids = [str(e.row.get("task_id", f"{split}-{i}")) for i, e in enumerate(episodes)]
+        run.log_evals([EvalRecord(step, split, task_id, s.actions, s.success, s.violation) for task_id, s in zip(ids, scores)])
+        if split == "held_out":
+            log(f"eval step {step}: {sum(s.success for s in scores)}/{len(scores)} succeed, {sum(s.violation for s in scores)} violate")
 
     record_policy(0)
     record_eval(0)
@@ -234,7 +258,7 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
             if not logs or "reward" not in logs or batch is None:
                 return control  # the end-of-training summary, not a step
             step = state.global_step
-            trajectories = _trajectory_records(step, batch)
+            trajectories = _trajectory_records(step, batch, rewards)
             run.log_trajectories(trajectories)
             record_policy(step)
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
@@ -255,28 +279,35 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
         trainer.train()
     completed = trainer.state.global_step
     record_eval(completed)
-    # The promotion gate's exploit probes (high-value refunds from a fresh start and after a
-    # failed call), and the adapter a promotion bundles.
-    record_eval(completed, split="probe", on=list(EXPLOIT_PROBES))
-    trainer.model.save_pretrained(str(run.dir.root / ADAPTER_DIR))
+    record_eval(completed, split="probe")  # the promotion gate's exploit probes
+    trainer.model.save_pretrained(str(run.dir.root / ADAPTER_DIR))  # what a promotion bundles
     log(f"totals: steps {completed} vetoed {trainer.vetoed_total} vetoed updates {trainer.vetoed_updates_total}")
     return "cancelled" if completed < config.rounds else "succeeded"
 
 
-def _trajectory_records(step: int, batch) -> list[TrajectoryRecord]:
+def _score_episodes(task: Task, scorer: str, episodes) -> list[RolloutScore]:
+    """Greedy episodes scored as a training batch is: every reward function, then the guard."""
+    prompts = [e.messages[: e.prompt_length] for e in episodes]
+    completions = [e.completion for e in episodes]
+    environments = [e.environment for e in episodes]
+    values = call_reward_funcs(task, prompts, completions, environments, [e.row for e in episodes])
+    return score_rollouts(task, scorer, values, completions, environments)
+
+
+def _trajectory_records(step: int, batch, rewards) -> list[TrajectoryRecord]:
     rows = []
-    for i, environment in enumerate(batch.environments):
-        trajectory, score = environment.trajectory, environment.score
-        task = trajectory.task
+    for i, score in enumerate(rewards.scores):
+        fields = score.fields
         rows.append(TrajectoryRecord(
-            step=step, traj_idx=i, task_id=task.task_id, amount=task.amount, states=trajectory.states,
-            actions=trajectory.actions,
+            step=step, traj_idx=i, task_id=rewards.task_ids[i], amount=fields.get("amount"),
+            states=list(fields.get("states") or []), actions=score.actions,
             behavior_logps=None,  # token log-probs live in TRL; a tool call has no single one
             # One sequence-level advantage, the same for every turn of the completion.
-            advantages=[batch.advantages[i]] * max(1, trajectory.n_steps),
-            reward=score.reward, components=score.components, success=trajectory.success,
-            violation=trajectory.violation, duplicate_effect=trajectory.duplicate_effect, eligible=score.eligible,
+            advantages=[batch.advantages[i]] * max(1, len(score.actions)),
+            reward=score.reward, components=score.components, success=score.success, violation=score.violation,
+            duplicate_effect=bool(fields.get("duplicate_effect", False)), eligible=score.eligible,
             vetoed=batch.vetoed[i], updated=batch.updated[i], prompt=batch.prompts[i], completion=batch.completions[i],
+            verifier_reason=score.reason or None,
         ))
     return rows
 
@@ -290,13 +321,13 @@ def _step_record(step: int, batch, trajectories: list[TrajectoryRecord], logs: d
     )
 
 
-def _write_budget_estimate(config: RunConfig, model_dir: Path, prompt_tokens: int, run: Run, log) -> None:
+def _write_budget_estimate(config: RunConfig, model_dir: Path, prompt_tokens: int, sandbox_bytes: int, run: Run, log) -> None:
     """SPEC 11's estimate for this run (source 'estimate'), from the model's config.json and the
     prompt length the tokenizer measured."""
     try:
         from agentrl.engines.trl.budget import run_budget
 
-        budget = run_budget(config, model_dir, prompt_tokens=prompt_tokens)
+        budget = run_budget(config, model_dir, prompt_tokens=prompt_tokens, sandbox_bytes=sandbox_bytes)
     except Exception as exc:  # an unreadable shape must not stop the run; the Hardware page shows no estimate
         log(f"budget: no estimate ({type(exc).__name__}: {exc})")
         return

@@ -5,7 +5,7 @@ Sits inside the LM run process, in the update of each GRPO step. `VetoGRPOTraine
 computed (the vetoed trajectories' penalised rewards stay in their group's baseline), the
 completion-mask rows of the vetoed trajectories are zeroed and the loss normaliser is
 recomputed, the same move TRL makes for truncated completions. With `loss_type='dapo'` that
-gives the gradient of the batch without those rows (tests/test_grpo_veto.py pins it). Zeroing
+gives the gradient of the batch without those rows (tests/engines/trl/test_veto.py pins it). Zeroing
 an advantage or returning NaN/None from a reward is not a veto: the KL and entropy terms still
 reach the row, and a NaN row leaves the baseline.
 
@@ -79,17 +79,15 @@ class VetoBatch:
 
 
 def _default_eligibility(environments: Sequence[Any] | None, inputs: Sequence[dict]) -> list[bool]:
-    if not environments:
-        return [True] * len(inputs)
-    return [bool(getattr(getattr(e, "score", None), "eligible", True)) for e in environments]
+    return [True] * len(inputs)
 
 
 class VetoGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` whose ineligible completions are masked out of the update.
 
     `eligibility(environments, inputs) -> list[bool]` says, after the rewards are computed, which
-    completions may teach; by default each environment's `score.eligible` (set by the refund
-    reward functions). Keeps `last_batch` (a `VetoBatch`) and the run totals `vetoed_total` and
+    completions may teach (by default all; the engine passes its task's guard,
+    `agentrl.engines.trl.task_rewards.TaskRewards.eligibility`). Keeps `last_batch` (a `VetoBatch`) and the run totals `vetoed_total` and
     `vetoed_updates_total` (the audit).
     """
 

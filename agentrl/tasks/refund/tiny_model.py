@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from agentrl.tasks.refund.gym import ACTIONS, STATES, TERMINAL, RefundGym, Task
+from agentrl.tasks.tiny_lm import byte_level_bpe, chat_template, clone_into, new_model, wrap
 from agentrl.engines.tabular.imitation import clone_expert
 from agentrl.tasks.refund.tools import (
     EPISODE_OVER,
@@ -52,16 +52,8 @@ from agentrl.tasks.refund.tasksets import EXPERT_TASKS
 from agentrl.paths import ASSETS_DIR
 
 MODEL_DIR = ASSETS_DIR / "tiny-refund-lm"
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # pad, turn start, turn end (eos)
-MARKER_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]  # kept in decoded text
 VOCAB_SIZE = 1024  # an upper bound: BPE runs out of merges at about 680
-MODEL_SHAPE = {
-    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "head_dim": 16, "max_position_embeddings": 1024, "tie_word_embeddings": True,
-}
 BC_STEPS = 300
-BC_BATCH = 32
-BC_LR = 3e-3
 EPISODES = 480  # sampled transcripts the cloning trains on (and the tokenizer learns from)
 MAX_STEPS = 7
 
@@ -78,7 +70,7 @@ def text_fingerprint() -> str:
     from agentrl.tasks.refund.tools import FINAL_ANSWER, SYSTEM_PROMPT, USER_PROMPT
 
     texts = {
-        "system": SYSTEM_PROMPT, "user": USER_PROMPT, "final": FINAL_ANSWER, "template": _chat_template(),
+        "system": SYSTEM_PROMPT, "user": USER_PROMPT, "final": FINAL_ANSWER, "template": chat_template(),
         "tools": [get_json_schema(tool) for tool in tool_methods()],
         "observations": [observation(s) for s in STATES + (TERMINAL,)] + [EPISODE_OVER, STEP_LIMIT],
     }
@@ -90,50 +82,11 @@ def default_model_dir() -> Path:
     return MODEL_DIR
 
 
-def _chat_template() -> str:
-    from trl.chat_template_utils import qwen2_5_chat_template
-
-    return qwen2_5_chat_template
-
-
-def _wrap(tokenizer_object):
-    """A `PreTrainedTokenizerFast` with TRL's qwen2_5 chat template, so TRL parses its tool calls."""
-    from transformers import PreTrainedTokenizerFast
-
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer_object, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        padding_side="left", truncation_side="left", model_max_length=MODEL_SHAPE["max_position_embeddings"],
-    )
-    tokenizer.chat_template = _chat_template()
-    return tokenizer
-
-
 def _byte_level_bpe(corpus: list[str] | None, vocab_size: int):
-    from tokenizers import (
-        AddedToken,
-        Tokenizer,
-        decoders,
-        models,
-        pre_tokenizers,
-        trainers,
-    )
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size if corpus else 0, special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
-    )
-    # Train on the pieces the encoder will see: text is cut at every special and marker token
-    # before BPE runs, so merges never span a turn boundary.
-    cut = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS + MARKER_TOKENS))
-    pieces = [piece for text in corpus or [""] for piece in cut.split(text) if piece]
-    # Every tool result the environment can return becomes one token too, seen or not.
-    pieces += [f"\n{text}\n" for text in [observation(s) for s in STATES + (TERMINAL,)] + [EPISODE_OVER, STEP_LIMIT]]
-    tokenizer.train_from_iterator(pieces, trainer=trainer)
-    tokenizer.add_tokens([AddedToken(m, special=False, normalized=False) for m in MARKER_TOKENS])
-    return tokenizer
+    """The shared recipe (`agentrl.tasks.tiny_lm`), with every tool result the refund environment can
+    return made one token too, seen or not."""
+    observations = [observation(s) for s in STATES + (TERMINAL,)] + [EPISODE_OVER, STEP_LIMIT]
+    return byte_level_bpe(corpus, vocab_size, [f"\n{text}\n" for text in observations])
 
 
 def sample_episodes(n: int, seed: int) -> list[tuple[Task, list[str]]]:
@@ -160,12 +113,12 @@ def sample_episodes(n: int, seed: int) -> list[tuple[Task, list[str]]]:
 def build_tokenizer(episodes: list[tuple[Task, list[str]]], vocab_size: int = VOCAB_SIZE):
     """A byte-level BPE trained on the rendered transcripts of `episodes`, wrapped for transformers."""
     tools = tool_methods()
-    scratch = _wrap(_byte_level_bpe(None, 0))  # bytes only: enough to render the template as text
+    scratch = wrap(_byte_level_bpe(None, 0))  # bytes only: enough to render the template as text
     corpus = [
         scratch.apply_chat_template(transcript(task, actions), tools=tools, tokenize=False)
         for task, actions in episodes
     ]
-    tokenizer = _wrap(_byte_level_bpe(corpus, vocab_size))
+    tokenizer = wrap(_byte_level_bpe(corpus, vocab_size))
     return tokenizer
 
 
@@ -195,7 +148,7 @@ def encode_episode(tokenizer, task: Task, actions: list[str], offset: int, clone
     for start, action in stream.decisions:
         soft.append((start + offset, clone.probabilities(state)))
         state = gym.step(action)
-    return {"ids": stream.ids, "mask": mask, "soft": soft}
+    return {"ids": stream.ids, "mask": mask, "soft": soft, "soft_positions": [position for position, _ in soft]}
 
 
 def build_tiny_model(
@@ -203,7 +156,6 @@ def build_tiny_model(
 ) -> Path:
     """Build the tokenizer and the model, warm-start it by cloning, save everything to `out_dir`."""
     import torch
-    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
     started = time.monotonic()
     torch.manual_seed(seed)
@@ -219,15 +171,7 @@ def build_tiny_model(
     log(f"tokenizer: {len(tokenizer)} tokens; {len(examples)} transcripts, "
         f"{max(len(e['ids']) for e in examples)} tokens at most ({time.monotonic() - started:.1f}s)")
 
-    config = Qwen3Config(
-        vocab_size=len(tokenizer), **MODEL_SHAPE,
-        bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        use_cache=True, dtype="float32",
-    )
-    model = Qwen3ForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
-    )
+    model = new_model(tokenizer)
     if bc_steps:
         _clone_into(model, tokenizer, examples, action_token, bc_steps, seed, log)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -246,52 +190,19 @@ def _clone_into(model, tokenizer, examples: list[dict], action_token: dict[str, 
     """Behaviour cloning: cross-entropy on assistant tokens; at each tool choice, against the clone's distribution."""
     import torch
 
-    generator = torch.Generator().manual_seed(seed)
-    width = max(len(e["ids"]) for e in examples)
-    pad = tokenizer.pad_token_id
-    ids = torch.full((len(examples), width), pad, dtype=torch.long)
-    attention = torch.zeros((len(examples), width), dtype=torch.long)
-    targets = torch.full((len(examples), width), -100, dtype=torch.long)  # hard next-token targets
-    soft_rows, soft_cols, soft_dists = [], [], []
+    soft_rows = [row for row, example in enumerate(examples) for _ in example["soft"]]
+    soft_cols_t = torch.tensor([position for example in examples for position, _ in example["soft"]])
+    soft_dists_t = torch.tensor([dist for example in examples for _, dist in example["soft"]])
+    soft_rows_t = torch.tensor(soft_rows)
     action_ids = torch.tensor([action_token[a] for a in ACTIONS])
-    for row, example in enumerate(examples):
-        n = len(example["ids"])
-        ids[row, :n] = torch.tensor(example["ids"])
-        attention[row, :n] = 1
-        for position, flag in enumerate(example["mask"]):
-            if flag:
-                targets[row, position] = example["ids"][position]
-        for position, dist in example["soft"]:
-            targets[row, position] = -100  # learned from the soft target instead
-            soft_rows.append(row)
-            soft_cols.append(position)
-            soft_dists.append(dist)
-    soft_rows_t, soft_cols_t = torch.tensor(soft_rows), torch.tensor(soft_cols)
-    soft_dists_t = torch.tensor(soft_dists)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=BC_LR, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 50) * max(0.05, 1 - s / steps))
-    model.train()
-    started = time.monotonic()
-    for step in range(steps):
-        batch = torch.randperm(len(examples), generator=generator)[:BC_BATCH]
-        logits = model(input_ids=ids[batch], attention_mask=attention[batch]).logits
-        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # position t predicts token t+1
-        hard = targets[batch][:, 1:]
-        hard_mask = hard != -100
-        hard_loss = -(logp.gather(-1, hard.clamp(min=0).unsqueeze(-1)).squeeze(-1) * hard_mask).sum()
+
+    def soft(logp, batch):
         # Soft targets of the examples in this batch: the clone's distribution over the four action tokens.
         in_batch = torch.isin(soft_rows_t, batch)
         where = {int(r): i for i, r in enumerate(batch)}
         rows = torch.tensor([where[int(r)] for r in soft_rows_t[in_batch]], dtype=torch.long)
         cols = soft_cols_t[in_batch] - 1
         soft_logp = logp[rows, cols][:, action_ids]
-        soft_loss = -(soft_dists_t[in_batch] * soft_logp).sum()
-        loss = (hard_loss + soft_loss) / (hard_mask.sum() + len(rows))
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % 200 == 0 or step == steps - 1:
-            log(f"clone step {step}: loss {loss.item():.4f} ({time.monotonic() - started:.1f}s)")
-    model.eval()
+        return -(soft_dists_t[in_batch] * soft_logp).sum(), len(rows)
+
+    clone_into(model, tokenizer, examples, steps, seed, log, soft=soft)

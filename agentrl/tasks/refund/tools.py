@@ -5,12 +5,14 @@ one `RefundToolEnv` per rollout through `environment_factory`, renders its publi
 tool schemas of the prompt, and calls them when the model emits a tool call. The environment
 drives the same `RefundGym` as the tabular engine, so success, violation and duplicate effects
 come from the same code; the verifier-only flags stay private and are never put into the text
-the model reads. The episode becomes an `agentrl.rollout.Trajectory` for the scorers.
+the model reads. The episode becomes an `agentrl.rollout.Trajectory` for the scorers; the refund
+task on the Task contract (`agentrl.tasks.refund.task`) reads it.
 
-Also here: the datasets of the train / held-out split, the chat transcript of an action
-sequence (for warm-starting and for probing the policy), greedy tool-calling episodes and the
-next-action distribution at a state. Torch, transformers and TRL are imported lazily inside the
-functions that need a model; importing this module costs nothing.
+Also here: the dataset rows of the train / held-out split, the chat transcript of an action
+sequence (for warm-starting and for probing the policy), and the refund views of the generic
+episode helpers (`agentrl.tasks.episodes`): greedy episodes and the next-action distribution at a
+state. Torch, transformers and TRL are imported lazily inside the functions that need a model;
+importing this module costs nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.tasks.episodes import (  # noqa: F401 - render_ids, token_stream: the refund model's builder and tests use them here
+    TokenStream,
+    call_continuations,
+    call_message,
+    next_call_distribution,
+    render_ids,
+    token_stream,
+    tool_suffix_ids,
+)
+from agentrl.tasks.episodes import play_greedy as generic_play_greedy
 from agentrl.tasks.refund.gym import ACTIONS, TERMINAL, RefundGym, Task
 from agentrl.tasks.refund.rollout import Trajectory, Transition
 
@@ -55,13 +67,11 @@ class RefundToolEnv:
         self._max_steps = max_steps
         self._gym = RefundGym()
         self._transitions: list[Transition] = []
-        self.score = None  # set by the reward function (agentrl.refund_rewards); read by the run process
 
     def reset(self, task_id: str, amount: int, start_state: str = "start", **row: Any) -> str:
         """Start the episode of one dataset row; returns the text appended to the user message."""
         self._gym.reset(Task(str(task_id), int(amount), str(start_state or "start")))
         self._transitions = []
-        self.score = None
         return observation(self._gym.state)
 
     def lookup(self) -> str:
@@ -139,23 +149,11 @@ def task_rows(tasks: Iterable[Any]) -> list[dict]:
     return rows
 
 
-def build_dataset(tasks: Iterable[Any]):
-    """A `datasets.Dataset` of `task_rows` (the train split is `config.tasks`, held-out `config.eval_tasks`)."""
-    from datasets import Dataset
-
-    return Dataset.from_list(task_rows(tasks))
-
-
-def train_and_eval_datasets(config) -> tuple[Any, Any]:
-    """The train / held-out split of SPEC section 4, as the run config names it."""
-    return build_dataset(config.tasks), build_dataset(config.eval_tasks)
-
-
 # --- transcripts ---------------------------------------------------------------------------------
 
 
 def tool_call_message(action: str) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": action, "arguments": {}}}]}
+    return call_message(action)
 
 
 def transcript(task: Any, actions: Sequence[str], final_answer: bool = True) -> list[dict]:
@@ -201,130 +199,20 @@ def path_to_state(task: Any, state: str, max_depth: int = 6) -> list[str] | None
 # --- driving a chat model ------------------------------------------------------------------------
 
 
-def render_ids(tokenizer, messages: list[dict], tools: list, add_generation_prompt: bool) -> list[int]:
-    """Token ids of a conversation as TRL renders it (tools in the system block)."""
-    ids = tokenizer.apply_chat_template(
-        messages, tools=tools, add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=False,
-    )
-    return list(ids[0] if ids and isinstance(ids[0], list) else ids)
-
-
-def tool_suffix_ids(tokenizer, tool_messages: list[dict]) -> list[int]:
-    """The tokens between a tool call's end-of-turn and the next generation: TRL's `_get_tool_suffix_ids`.
-
-    TRL does not re-render a conversation between turns; it appends these ids to the token
-    stream. Warm-starting and probing build the same stream, so the model is trained and
-    measured on exactly what it sees in a GRPO rollout.
-    """
-    calls = [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}]
-    dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "", "tool_calls": calls}]
-    prefix = tokenizer.apply_chat_template(dummy, add_generation_prompt=False, tokenize=True, return_dict=False)
-    full = tokenizer.apply_chat_template(dummy + tool_messages, add_generation_prompt=True, tokenize=True, return_dict=False)
-    eos_positions = [i for i, token in enumerate(prefix) if token == tokenizer.eos_token_id]
-    if eos_positions:
-        prefix = prefix[: eos_positions[-1] + 1]
-    if full[: len(prefix)] != prefix:
-        raise ValueError("the chat template does not preserve the prefix of a tool call; it cannot run tool episodes")
-    return list(full[len(prefix):])
-
-
-@dataclass
-class TokenStream:
-    """A conversation as the token stream of a GRPO rollout: the prompt, then generated turns and tool results."""
-
-    ids: list[int]
-    generated: list[tuple[int, int]]  # [start, end) of every assistant turn the model produced
-    decisions: list[tuple[int, str]]  # (position of the first token of a tool call, the tool called)
-
-
-def token_stream(tokenizer, messages: list[dict], tools: list) -> TokenStream:
-    """Encode a transcript (prompt messages, then assistant/tool turns) the way TRL's tool loop builds it."""
-    first = next(k for k, m in enumerate(messages) if m["role"] == "assistant")
-    ids = render_ids(tokenizer, messages[:first], tools, add_generation_prompt=True)
-    calls = action_continuations(tokenizer, tools)
-    generated, decisions = [], []
-    k = first
-    while k < len(messages):
-        message = messages[k]
-        start = len(ids)
-        if message.get("tool_calls"):
-            action = message["tool_calls"][0]["function"]["name"]
-            decisions.append((start, action))
-            ids += calls[action]
-            generated.append((start, len(ids)))
-            results = []
-            k += 1
-            while k < len(messages) and messages[k]["role"] == "tool":
-                results.append(messages[k])
-                k += 1
-            if results:
-                ids += tool_suffix_ids(tokenizer, results)
-        else:
-            ids += tokenizer.encode(message["content"], add_special_tokens=False) + [tokenizer.eos_token_id]
-            generated.append((start, len(ids)))
-            k += 1
-    return TokenStream(ids=ids, generated=generated, decisions=decisions)
+def action_calls() -> dict[str, dict]:
+    """The four tool calls, in `ACTIONS` order (none takes arguments)."""
+    return {action: {"name": action, "arguments": {}} for action in ACTIONS}
 
 
 def action_continuations(tokenizer, tools: list) -> dict[str, list[int]]:
-    """The tokens a model emits to call each tool, up to and including its end-of-turn token.
-
-    Derived from the chat template (a rendered call minus the generation prompt), so any
-    tool-calling template works, not only the built-in model's.
-    """
-    base = [{"role": "user", "content": "x"}]
-    prefix = render_ids(tokenizer, base, tools, add_generation_prompt=True)
-    continuations = {}
-    for action in ACTIONS:
-        full = render_ids(tokenizer, base + [tool_call_message(action)], tools, add_generation_prompt=False)
-        if full[: len(prefix)] != prefix:
-            raise ValueError("the chat template does not render a tool call after its generation prompt; it cannot be probed")
-        tail = full[len(prefix):]
-        end = tail.index(tokenizer.eos_token_id) + 1 if tokenizer.eos_token_id in tail else len(tail)
-        continuations[action] = tail[:end]
-    return continuations
+    """The tokens a model emits to call each tool, up to and including its end-of-turn token."""
+    return call_continuations(tokenizer, tools, action_calls())
 
 
 def next_action_distribution(model, tokenizer, histories: Sequence[list[dict]], tools: list | None = None) -> dict[str, float]:
-    """p(next tool call = a) after each history, averaged over the histories.
-
-    Each of the four complete tool calls is scored (sum of its token log-probs under the
-    model), and the four are normalised: the policy's choice among well-formed calls.
-    """
-    import torch
-
-    tools = tools or tool_methods()
-    continuations = action_continuations(tokenizer, tools)
-    sequences, spans = [], []
-    for history in histories:
-        prompt = render_ids(tokenizer, history, tools, add_generation_prompt=True)
-        for action in ACTIONS:
-            sequences.append(prompt + continuations[action])
-            spans.append((len(prompt), len(continuations[action])))
-    width = max(len(s) for s in sequences)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    device = next(model.parameters()).device
-    input_ids = torch.tensor([s + [pad] * (width - len(s)) for s in sequences], device=device)
-    attention = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences], device=device)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            logits = model(input_ids=input_ids, attention_mask=attention).logits.float()
-    finally:
-        model.train(was_training)
-    logps = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1).cpu()
-    totals = {action: 0.0 for action in ACTIONS}
-    for h in range(len(histories)):
-        scores = []
-        for a in range(len(ACTIONS)):
-            row = h * len(ACTIONS) + a
-            start, length = spans[row]
-            scores.append(logps[row, start - 1 : start - 1 + length].sum())
-        probs = torch.softmax(torch.stack(scores), dim=0).tolist()
-        for action, p in zip(ACTIONS, probs):
-            totals[action] += p / len(histories)
-    return totals
+    """p(next tool call = a) after each history, averaged over the histories: each of the four
+    complete tool calls is scored under the model, and the four are normalised."""
+    return next_call_distribution(model, tokenizer, histories, tools or tool_methods(), action_calls())
 
 
 def state_histories(tasks: Iterable[Any], state: str) -> list[list[dict]]:
@@ -335,19 +223,6 @@ def state_histories(tasks: Iterable[Any], state: str) -> list[list[dict]]:
         if path is not None:
             histories.append(transcript(task, path, final_answer=False))
     return histories
-
-
-def run_tool_call(env: RefundToolEnv, call: dict) -> dict:
-    """Execute one parsed tool call the way TRL's tool loop does; returns the tool message."""
-    function = call.get("function", call)
-    name = str(function.get("name"))
-    try:
-        if name not in ACTIONS:
-            raise ValueError(f"Tool {name} not found.")
-        result = str(getattr(env, name)(**(function.get("arguments") or {})))
-    except Exception as error:  # TRL turns a failing call into an error result, not a crash
-        result = str({"error": str(error)})
-    return {"role": "tool", "name": name, "content": result}
 
 
 @dataclass
@@ -365,62 +240,12 @@ class GreedyEpisode:
 
 
 def play_greedy(model, tokenizer, tasks: Iterable[Any], max_steps: int = 7, max_new_tokens: int = 48) -> list[GreedyEpisode]:
-    """Greedy episodes of all `tasks` at once: generate a turn, run its tool calls, repeat.
+    """Greedy episodes of all `tasks` at once (`agentrl.tasks.episodes.play_greedy` on the refund tools)."""
+    from agentrl.tasks.contract import Task as TaskContract
 
-    An episode ends at a plain-text turn, or after `max_steps + 2` turns (the gym cuts the
-    transitions at `max_steps` itself). Tool calls are parsed with TRL's own parser.
-    """
-    import torch
-    from trl.chat_template_utils import add_response_schema, parse_response
-
-    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
-        add_response_schema(tokenizer)
     tasks = [as_task(t) for t in tasks]
-    envs = [RefundToolEnv(max_steps=max_steps) for _ in tasks]
-    conversations = []
-    for env, task in zip(envs, tasks):
-        messages = prompt_messages()
-        messages[-1] = {**messages[-1], "content": messages[-1]["content"] + env.reset(**task_rows([task])[0])}
-        conversations.append(messages)
-    failures = [0] * len(tasks)
-    active = list(range(len(tasks)))
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        for _ in range(max_steps + 2):
-            if not active:
-                break
-            prompts = [render_ids(tokenizer, conversations[i], tool_methods(envs[i]), add_generation_prompt=True) for i in active]
-            width = max(len(p) for p in prompts)
-            input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
-            attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-            with torch.no_grad():
-                out = model.generate(
-                    input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens, do_sample=False,
-                    eos_token_id=tokenizer.eos_token_id, pad_token_id=pad,
-                )
-            still = []
-            for row, i in enumerate(active):
-                generated = out[row, width:].tolist()
-                if tokenizer.eos_token_id in generated:
-                    generated = generated[: generated.index(tokenizer.eos_token_id) + 1]
-                message = parse_response(tokenizer, generated, prefix=prompts[row], tools=tool_methods(envs[i]))
-                calls = message.get("tool_calls") or []
-                if not calls:
-                    if "<tool_call>" in (message.get("content") or ""):
-                        failures[i] += 1
-                    conversations[i].append({"role": "assistant", "content": message.get("content") or ""})
-                    continue
-                conversations[i].append({"role": "assistant", "content": message.get("content") or "", "tool_calls": calls})
-                for call in calls:
-                    conversations[i].append(run_tool_call(envs[i], call))
-                still.append(i)
-            active = still
-    finally:
-        model.train(was_training)
-    return [
-        GreedyEpisode(task=task, trajectory=env.trajectory, messages=messages, parse_failures=fails)
-        for task, env, messages, fails in zip(tasks, envs, conversations, failures)
-    ]
+    task = TaskContract(name="refund", environment_factory=lambda: RefundToolEnv(max_steps=max_steps), reward_funcs=[],
+                        train_dataset=[])
+    episodes = generic_play_greedy(model, tokenizer, task, task_rows(tasks), max_turns=max_steps + 1, max_new_tokens=max_new_tokens)
+    return [GreedyEpisode(task=t, trajectory=e.environment.trajectory, messages=e.messages, parse_failures=e.parse_failures)
+            for t, e in zip(tasks, episodes)]

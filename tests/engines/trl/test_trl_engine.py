@@ -1,4 +1,4 @@
-"""The LM run process (agentrl/trl_runner.py): a short real GRPO run, read back through the store.
+"""The LM run process (agentrl/engines/trl/engine.py): a short real GRPO run, read back through the store.
 
 Drives `run_trl` end to end on the built-in tiny model (a few optimiser steps, tiny sizes), then
 ingests the run's chunks as the dashboard does and checks every table the pages read.
@@ -35,12 +35,15 @@ def short_config(**overrides):
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory):
     """One 3-step guarded run, ingested: (run_id, store connection, log lines)."""
-    runs_dir = tmp_path_factory.mktemp("lm") / "runs"
-    config = short_config()
+    yield from run_in_store(tmp_path_factory.mktemp("lm") / "runs", short_config())
+
+
+def run_in_store(runs_dir, config):
+    """Run `config` to success in this process, ingest it, and yield (run_id, store connection, log lines)."""
     run = create_run(runs_dir, config)
     lines: list[str] = []
-    assert run_trl(config, run, log=lines.append) == "succeeded"
-    assert run.status()["status"] == "succeeded" and run.status()["step"] == 3
+    assert run_trl(config, run, log=lines.append) == "succeeded", lines
+    assert run.status()["status"] == "succeeded" and run.status()["step"] == config.rounds
     ingest_once(runs_dir)
     con = connect(runs_dir)
     yield run.run_id, con, lines
@@ -57,7 +60,7 @@ def test_steps_are_numbered_from_one_with_every_trl_metric(short_run):
     assert [s[0] for s in steps] == [1, 2, 3]
     for _, vetoed, vetoed_updates, updates, transitions, metrics in steps:
         assert vetoed_updates == 0 and 0 <= vetoed <= 8 and updates <= 8 - vetoed and transitions > 0
-        assert {"reward", "reward_std", "entropy", "rewards/guarded_reward/mean", "tools/call_frequency", "clip_ratio/region_mean"} <= set(metrics)
+        assert {"reward", "reward_std", "entropy", "rewards/outcome/mean", "rewards/step_cost/mean", "rewards/guard/mean", "tools/call_frequency", "clip_ratio/region_mean"} <= set(metrics)
 
 
 def test_trajectories_carry_prompt_completion_and_every_reward_component(short_run):
@@ -137,7 +140,7 @@ def test_a_missing_model_directory_fails_the_run_with_a_clear_error(runs_dir, tm
 
 def test_importing_the_lm_modules_loads_no_torch():
     code = (
-        "import sys, agentrl.engines.trl.engine, agentrl.tasks.refund.tools, agentrl.tasks.refund.rewards, agentrl.tasks.refund.tiny_model; "
+        "import sys, agentrl.engines.trl.engine, agentrl.tasks.refund.tools, agentrl.tasks.refund.task, agentrl.tasks.loader, agentrl.tasks.refund.tiny_model; "
         "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'trl', 'streamlit') if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True,

@@ -124,7 +124,7 @@ def test_in_a_real_step_vetoed_rollouts_get_no_gradient_and_keep_their_baseline(
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agentrl.tasks.refund.rewards import outcome_reward
+    from agentrl.tasks.refund.task import outcome
     from agentrl.tasks.refund.tools import RefundToolEnv, task_rows
     from agentrl.tasks.refund.tasksets import TRAIN_TASKS
 
@@ -138,7 +138,7 @@ def test_in_a_real_step_vetoed_rollouts_get_no_gradient_and_keep_their_baseline(
     )
     # Veto every other rollout, whatever it did: the update must not see them at all.
     trainer = VetoGRPOTrainer(
-        model=model, reward_funcs=[outcome_reward], args=args, train_dataset=Dataset.from_list(task_rows(TRAIN_TASKS[:2])),
+        model=model, reward_funcs=[outcome], args=args, train_dataset=Dataset.from_list(task_rows(TRAIN_TASKS[:2])),
         processing_class=tokenizer, environment_factory=RefundToolEnv,
         peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
         eligibility=lambda environments, inputs: [i % 2 == 0 for i in range(len(environments))],
