@@ -298,7 +298,7 @@ def _check_reward_funcs(task: Task) -> list[Callable]:
             parameters = inspect.signature(function).parameters.values()
         except (TypeError, ValueError):
             parameters = []
-        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
             raise TaskError(f"reward function {name!r} must accept **kwargs: TRL calls it as f(prompts=..., completions=..., "
                             "completion_ids=..., environments=..., <every dataset column>=...)")
         names.append(name)
