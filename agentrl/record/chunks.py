@@ -23,6 +23,7 @@ schema 1: `<run_dir>/<table>/part-NNNNN.parquet`) are still read by the store.
 
 from __future__ import annotations
 
+import concurrent.futures.thread  # noqa: F401 - see _warm_up
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentrl.record.rows import CHUNK_TABLES, to_arrow
@@ -135,15 +137,17 @@ class ChunkWriter:
     Thread-safe: the run's threads append while the flusher writes. `flush_soon()` asks for a
     flush within `SOON_INTERVAL_S` (a step ended); `flush()` writes now, in the calling thread;
     `close()` (or the context manager) stops the thread and writes what is left. `on_flush`
-    runs in the flusher before each timed flush (the run's hardware sample and status).
+    runs in the flusher once an interval, after a flush (the run's hardware sample and status);
+    `prepare` turns the buffered rows into what `to_arrow` takes (the run's checks of dict rows).
     """
 
     def __init__(self, run_dir: Path, interval: float = FLUSH_INTERVAL_S, on_flush: Callable[[], None] | None = None,
-                 run_id: str | None = None):
+                 run_id: str | None = None, prepare: Callable[[dict[str, list]], dict[str, list]] | None = None):
         self.run_dir = Path(run_dir)
         self.run_id = run_id or self.run_dir.name
         self.interval = interval
         self.on_flush = on_flush
+        self.prepare = prepare  # in the flush, before writing: the buffered rows as the tables take them
         self._buffers: dict[str, list] = {table: [] for table in CHUNK_TABLES}
         self._lock = threading.Lock()  # guards the buffers
         self._flush_lock = threading.Lock()  # one flush at a time, so commits land in order
@@ -162,7 +166,7 @@ class ChunkWriter:
         return self._error
 
     def append(self, table: str, rows: Sequence | object) -> None:
-        """Buffer rows (records of `table`; validated by the caller). Never writes to disk."""
+        """Buffer rows (records of `table`, or rows `prepare` makes into them). Never writes to disk."""
         if self._error is not None:
             raise RuntimeError(f"chunk flusher failed: {self._error}") from self._error
         rows = rows if isinstance(rows, (list, tuple)) else [rows]
@@ -188,6 +192,8 @@ class ChunkWriter:
             pending = {table: rows for table, rows in self._buffers.items() if rows}
             for table in pending:
                 self._buffers[table] = []
+        if pending and self.prepare is not None:
+            pending = self.prepare(pending)  # the run's row checks, off the caller's path
         if not pending:
             return None
         started = time.perf_counter()
@@ -214,6 +220,7 @@ class ChunkWriter:
         return marker
 
     def _loop(self) -> None:
+        _warm_up()
         while not self._stop.is_set():
             woken = self._soon.wait(self.interval)
             if self._stop.is_set():
@@ -225,12 +232,13 @@ class ChunkWriter:
                     return
                 self._soon.clear()
             try:
+                self.flush()
                 # The timed work (a hardware sample, the status) runs once an interval, even when
-                # steps end faster than that and every flush is an early one.
+                # steps end faster than that and every flush is an early one; after the flush, so
+                # a step's rows never wait for it (its sample goes out with the next flush).
                 if self.on_flush is not None and time.monotonic() - self._last_tick >= self.interval:
                     self._last_tick = time.monotonic()
                     self.on_flush()
-                self.flush()
             except BaseException as error:  # surfaced to the run on its next append and at close
                 self._error = error
                 return
@@ -248,6 +256,17 @@ class ChunkWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _warm_up() -> None:
+    """pyarrow imports pandas on its first conversion (about a second on two busy cores): let the
+    flusher pay that as it starts, not the first flush after a step. Whatever that import
+    registers at interpreter exit is imported up front (`concurrent.futures.thread`, above), so a
+    script that ends before the flusher's first write can still flush while Python shuts down."""
+    try:
+        pa.array([0.0])
+    except Exception:  # the real flush will report whatever is wrong
+        pass
 
 
 def _fsync_dir(folder: Path) -> None:

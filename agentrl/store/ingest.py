@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentrl.record.chunks import CHUNKS_DIR, LEGACY_GLOB, list_commits
-from agentrl.record.rows import CHUNK_TABLES, RECORD_SCHEMA_VERSION, TABLE_SCHEMAS
+from agentrl.record.rows import CHUNK_TABLES, RECORD_SCHEMA_VERSION, conform
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
 from agentrl.store.db import StoreLockedError, connect  # noqa: F401 - StoreLockedError is re-exported for callers
 
@@ -174,11 +174,11 @@ class Ingestor:
             tables = []
             for table, path in unit.files:
                 data = pq.read_table(path)
-                expected = TABLE_SCHEMAS[table]
-                missing = [name for name in expected.names if name not in data.schema.names]
-                if missing:
-                    raise ValueError(f"{path.name}: missing columns {missing}")
-                tables.append((table, data.select(expected.names).cast(expected)))
+                try:
+                    # As the current schema: a column added since the chunk was written is null.
+                    tables.append((table, conform(table, data)))
+                except ValueError as error:
+                    raise ValueError(f"{path.name}: {error}") from None
             return tables
         except Exception as error:  # any unreadable chunk is skipped, named, and remembered
             self._record_bad(unit.key, unit.marker, f"{type(error).__name__}: {error}", report)

@@ -93,7 +93,7 @@ def test_a_step_without_trajectories_has_zero_rates():
 def test_dict_rows_become_records_and_unknown_fields_are_named():
     record = as_record("trajectories", {"run_id": "ignored", "step": 1, "traj_idx": 0, "task_id": "t", "reward": 0.0})
     assert isinstance(record, TrajectoryRecord)
-    with pytest.raises(RecordError, match="unexpected keyword argument 'rewrd'"):
+    with pytest.raises(RecordError, match="unknown field\\(s\\) 'rewrd' \\(did you mean 'reward'\\?\\)"):
         as_record("trajectories", {"step": 1, "traj_idx": 0, "task_id": "t", "rewrd": 0.0})
     with pytest.raises(RecordError, match="must be TrajectoryRecord or dict"):
         as_record("trajectories", [1, 2])
