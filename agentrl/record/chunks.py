@@ -29,7 +29,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,8 +64,9 @@ def commit_number_name(number: int) -> str:
     return f"{number:08d}"
 
 
-def list_commits(run_dir: Path, after: int = -1) -> list[Commit]:
-    """Complete commits of a run, in order; only those numbered above `after` when given."""
+def list_commits(run_dir: Path, after: int = -1, skip: Container[str] = ()) -> list[Commit]:
+    """Complete commits of a run, in order; only those numbered above `after` when given, and
+    none whose marker name is in `skip` (commits a reader already took: their markers are not read)."""
     folder = Path(run_dir) / CHUNKS_DIR
     try:
         names = os.listdir(folder)
@@ -74,7 +75,7 @@ def list_commits(run_dir: Path, after: int = -1) -> list[Commit]:
     found = []
     for name in names:
         match = _COMMIT.match(name)
-        if not match or int(match.group(1)) <= after:
+        if not match or int(match.group(1)) <= after or name in skip:
             continue
         number = int(match.group(1))
         marker = folder / name
@@ -179,7 +180,8 @@ class ChunkWriter:
 
     def flush_soon(self) -> None:
         """Ask the flusher to write within `SOON_INTERVAL_S` (returns at once)."""
-        self._soon.set()
+        if not self._soon.is_set():  # setting it again would take its lock for nothing
+            self._soon.set()
 
     def flush(self) -> Path | None:
         """Write every buffered row as one commit now; returns its marker (None when nothing was buffered)."""

@@ -244,6 +244,7 @@ def _columns(record_type: type) -> dict[str, tuple[pa.DataType, bool]]:
 
 _CHECKS = {table: compile_checks(table, record_type, _columns(record_type)) for table, record_type in RECORD_TYPES.items()}
 FIELD_NAMES: dict[str, tuple[str, ...]] = {table: checks.names for table, checks in _CHECKS.items()}
+REQUIRED_FIELDS: dict[str, frozenset[str]] = {table: checks.required for table, checks in _CHECKS.items()}
 
 
 def normalize(table: str, row: Any, step: int | None = None) -> tuple | Any:

@@ -40,6 +40,7 @@ from agentrl.record.hardware import ProcessTreeSampler
 from agentrl.record.rows import (
     FIELD_NAMES,
     RECORD_TYPES,
+    REQUIRED_FIELDS,
     STEP_FIELDS_IN_METRICS,
     ActionProbRecord,
     BudgetRecord,
@@ -76,6 +77,9 @@ class StopFlag:
 
 
 _TRAJ = {name: i for i, name in enumerate(FIELD_NAMES["trajectories"])}
+# Per table: (keys a dict row may have, keys it must have), and the same when the call gives the step.
+_KEYS = {table: (frozenset(names) | {"run_id"}, frozenset(REQUIRED_FIELDS[table])) for table, names in FIELD_NAMES.items()}
+_KEYS_STEP_GIVEN = {table: (allowed, required - {"step"}) for table, (allowed, required) in _KEYS.items()}
 _FLAGS = (("success", "success_rate"), ("violation", "violation_rate"), ("duplicate_effect", "duplicate_rate"))
 
 
@@ -161,17 +165,19 @@ class Run:
         """Rows of any chunk table, as records or dicts of their fields. A record was checked when
         it was made; a dict's keys are checked here and its values in the flusher (a wrong value
         is raised by the next call). `step` fills a dict row's step and must equal a row's own."""
-        self._raise_refused()
+        if self._refused:
+            self._raise_refused()
         record_type = RECORD_TYPES[table]
+        allowed, required = _KEYS[table] if step is None else _KEYS_STEP_GIVEN[table]
         buffered = []
         for row in rows:
-            if row.__class__ is not record_type:
-                check_shape(table, row, step)
-                row = dict(row)  # the caller may reuse its dict; its values are read at the flush
-                if step is not None:
-                    row["step"] = step
-            elif step is not None and row.step != step:
-                raise RecordError(f"{table}: a row of step {row.step!r} was logged as step {step}")
+            if row.__class__ is dict and row.keys() <= allowed and required <= row.keys():
+                row = dict(row)  # the caller may reuse its dict; the values are read at the flush
+                if step is not None and row.setdefault("step", step) != step:
+                    check_shape(table, row, step)  # raises: the row names another step
+            elif row.__class__ is not record_type or (step is not None and row.step != step):
+                check_shape(table, row, step)  # raises what is wrong, or passes a dict subclass
+                row = {**row, "step": step} if step is not None else dict(row)
             buffered.append(row)
         self.writer.append(table, buffered)
 
@@ -205,8 +211,9 @@ class Run:
             self.writer.append("steps", [record])
             number = record.step
         else:
-            self._raise_refused()
-            number = _step_number(step)
+            if self._refused:
+                self._raise_refused()
+            number = step if step.__class__ is int else _step_number(step)
             if metrics is not None and not isinstance(metrics, Mapping):
                 raise RecordError(f"steps: metrics must be a dict of numbers by name, not {type(metrics).__name__}")
             # The metrics are copied (the caller may reuse its dict) and checked in the flusher.
