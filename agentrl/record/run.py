@@ -119,12 +119,14 @@ class Run:
     stop request honoured between steps; a user's own script keeps its own handlers.
     `supervised=True`: the script engine that started this process owns the run's lifecycle.
     `close_at_exit=True` (`agentrl.init`): a run still open when the interpreter exits is closed
-    then, `cancelled` after Ctrl-C, `failed` after an uncaught exception.
+    then, `cancelled` after Ctrl-C, `failed` after an uncaught exception. `hardware=False`: no
+    samples of this process (rows imported from another time).
     """
 
     def __init__(self, run_dir: RunDir, total_steps: int | None = None, step_delay: float = 0.0,
                  handle_signals: bool = False, before_close: Callable[[Run], None] | None = None,
-                 flush_interval: float | None = None, supervised: bool = False, close_at_exit: bool = False):
+                 flush_interval: float | None = None, supervised: bool = False, close_at_exit: bool = False,
+                 hardware: bool = True):
         self.dir = run_dir
         self.run_id = run_dir.run_id
         self.total_steps = total_steps
@@ -133,7 +135,7 @@ class Run:
         self.stop = StopFlag(run_dir)
         if handle_signals:
             self.stop.install()
-        self.sampler = ProcessTreeSampler()
+        self.sampler = ProcessTreeSampler() if hardware else None  # None: rows of another time (an import)
         self.step = 0
         self.peak_rss_bytes = 0
         self.status = "failed"  # until the work says otherwise
@@ -341,6 +343,8 @@ class Run:
                 raise RecordError(str(refused[0]) + (f" (and {more} more rows like it)" if more else ""))
 
     def sample_hardware(self) -> None:
+        if self.sampler is None:
+            return
         sample = self.sampler.sample()
         self.peak_rss_bytes = max(self.peak_rss_bytes, sample["rss_bytes"] or 0)
         self.writer.append("hardware", [HardwareRecord(ts=utc_now(), step=self.step, **sample)])
