@@ -27,7 +27,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -176,7 +175,7 @@ def main() -> int:
     typed = caller_cost(args.steps, args.work, typed=True)
     print(line("(a) caller: the same with 32 TrajectoryRecords, built in the call", typed, 1e3, "ms"))
     clock_disk, clock_db = freshness(args.fresh_steps, args.period, wake=False)
-    print(line(f"(b) log_step -> commit on disk", clock_disk, 1, "s"))
+    print(line("(b) log_step -> commit on disk", clock_disk, 1, "s"))
     print(line(f"(b) log_step -> readable in DuckDB, ingest every {INGEST_INTERVAL_S} s", clock_db, 1, "s"))
     wake_disk, wake_db = freshness(args.fresh_steps, args.period, wake=True)
     print(line("(b) log_step -> readable in DuckDB, woken by commits (CommitWatch)", wake_db, 1, "s"))

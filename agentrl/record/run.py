@@ -44,7 +44,6 @@ from agentrl.record.rows import (
     STEP_FIELDS_IN_METRICS,
     ActionProbRecord,
     BudgetRecord,
-    EvalRecord,
     HardwareRecord,
     LadderLabelRecord,
     LadderPolicyRecord,

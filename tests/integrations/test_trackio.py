@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from helpers import agentrl, ok
+from helpers import agentrl, ok, store_rows
 
 WRITE_PROJECT = textwrap.dedent("""
     import pandas as pd
@@ -42,16 +42,6 @@ def project(tmp_path_factory):
     path = home / "grpo-demo.db"
     assert path.is_file(), list(home.iterdir())
     return path
-
-
-def store_rows(runs_dir, sql: str, params=()):
-    from agentrl.store.ingest import connect
-
-    con = connect(runs_dir)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def test_a_trackio_project_round_trips_into_the_store(project, runs_dir):

@@ -13,23 +13,12 @@ import sys
 
 import pytest
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, store_rows
 from agentrl.record.rundir import list_run_dirs
 
 pytestmark = pytest.mark.lm
 
 CPU_ENV = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1"}
-
-
-def store_rows(runs_dir, sql: str, params=()):
-    from agentrl.store.ingest import connect, ingest_once
-
-    ingest_once(runs_dir)
-    con = connect(runs_dir)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +51,7 @@ def test_the_example_script_lands_its_run_steps_completions_and_tool_metrics_in_
         assert metrics["tools/call_frequency"] > 0  # the tiny model calls the tools
     trajectories = store_rows(example_run, "SELECT step, components, reward, actions, task_id, completion FROM trajectories")
     assert len(trajectories) == 2 * 8  # 8 completions per step
-    for step, components, reward, actions, task_id, completion in trajectories:
+    for _, components, reward, actions, task_id, completion in trajectories:
         assert set(components) == {"refund_paid", "tool_cost"}
         assert reward == pytest.approx(components["refund_paid"] + components["tool_cost"])
         assert actions and set(actions) <= {"lookup", "request_approval", "refund", "finish"}

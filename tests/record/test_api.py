@@ -19,19 +19,8 @@ import time
 
 import pytest
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, store_rows
 from agentrl.record.rundir import RUN_DIR_ENV, SUPERVISOR_ENV, list_run_dirs, new_run
-
-
-def _store_rows(runs_dir, sql: str, params=()):
-    from agentrl.store.ingest import connect, ingest_once
-
-    ingest_once(runs_dir)
-    con = connect(runs_dir)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def _python(code: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
@@ -71,17 +60,17 @@ def test_a_custom_loop_lands_its_steps_trajectories_and_evals_in_duckdb(runs_dir
     assert (meta["name"], meta["kind"], meta["config"], meta["total_steps"]) == ("my loop", "script", {"lr": 0.01, "model": "tiny"}, 2)
     assert run_dir.status()["status"] == "succeeded"
 
-    steps = _store_rows(runs_dir, "SELECT step, success_rate, violation_rate, mean_reward, updates, transitions, metrics "
+    steps = store_rows(runs_dir, "SELECT step, success_rate, violation_rate, mean_reward, updates, transitions, metrics "
                                   "FROM steps ORDER BY step")
     # Rates come from the step's trajectories: success was set (by a dict row and a record),
     # violation only by the record (its default), so both rates are known.
     assert [s[:6] for s in steps] == [(1, 0.5, 0.0, 0.5, 3, 3), (2, 0.5, 0.0, 0.5, 3, 3)]
     assert [s[6] for s in steps] == [{"loss": 1.0}, {"loss": 0.5}]  # NaN left out
-    trajectories = _store_rows(runs_dir, "SELECT step, traj_idx, task_id, actions, components FROM trajectories ORDER BY step, traj_idx")
+    trajectories = store_rows(runs_dir, "SELECT step, traj_idx, task_id, actions, components FROM trajectories ORDER BY step, traj_idx")
     assert trajectories[0] == (1, 0, "a", ["lookup", "refund"], {"outcome": 1.0})
     assert len(trajectories) == 4
-    assert _store_rows(runs_dir, "SELECT count(*) FROM evals")[0][0] == 2
-    (kind, status), = _store_rows(runs_dir, "SELECT kind, status FROM runs")
+    assert store_rows(runs_dir, "SELECT count(*) FROM evals")[0][0] == 2
+    (kind, status), = store_rows(runs_dir, "SELECT kind, status FROM runs")
     assert (kind, status) == ("script", "succeeded")
 
 
@@ -91,7 +80,7 @@ def test_a_step_without_trajectory_flags_has_no_made_up_rates(runs_dir):
     with agentrl.init(name="rewards only", runs_dir=runs_dir) as run:
         run.log_trajectories(1, [{"traj_idx": i, "task_id": "a", "reward": float(i)} for i in range(4)])
         run.log_step(1, {"loss": 0.1})
-    ((success, violation, mean_reward),) = _store_rows(runs_dir, "SELECT success_rate, violation_rate, mean_reward FROM steps")
+    ((success, violation, mean_reward),) = store_rows(runs_dir, "SELECT success_rate, violation_rate, mean_reward FROM steps")
     assert (success, violation, mean_reward) == (None, None, 1.5)
 
 
@@ -167,7 +156,7 @@ def test_a_run_never_finished_is_closed_at_exit_with_what_ended_the_script(runs_
     (run_dir,) = list_run_dirs(runs_dir)
     got = run_dir.status()
     assert (got["status"], got["error"]) == (status, error), process.stderr
-    assert _store_rows(runs_dir, "SELECT count(*) FROM steps")[0][0] == 1
+    assert store_rows(runs_dir, "SELECT count(*) FROM steps")[0][0] == 1
 
 
 def test_under_the_script_engine_init_writes_into_its_run_and_leaves_the_lifecycle_to_it(runs_dir):
@@ -218,5 +207,5 @@ def test_logging_from_several_threads_at_once_keeps_every_row(runs_dir):
         thread.join()
     run.log_step(1, {"loss": 0.0})
     run.finish()
-    rows = _store_rows(runs_dir, "SELECT count(DISTINCT traj_idx), count(*) FROM trajectories")
+    rows = store_rows(runs_dir, "SELECT count(DISTINCT traj_idx), count(*) FROM trajectories")
     assert rows == [(800, 800)]

@@ -13,7 +13,7 @@ import textwrap
 import psutil
 import pytest
 
-from helpers import agentrl, ok, wait_for
+from helpers import agentrl, ok, store_rows, wait_for
 from agentrl.config import ConfigError, make_config
 from agentrl.engines.registry import get_engine
 from agentrl.launcher import Launcher
@@ -35,17 +35,6 @@ def no_stray_processes():
 
 def script(**values):
     return make_config(kind="script", name=values.pop("name", "cmd"), **values)
-
-
-def store_rows(runs_dir, sql: str, params=()):
-    from agentrl.store.ingest import connect, ingest_once
-
-    ingest_once(runs_dir)
-    con = connect(runs_dir)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def wait_terminal(launcher: Launcher, run_id: str, timeout: float = 90.0) -> dict:
