@@ -33,7 +33,7 @@ sees, so those rows have none.
 
 Only the main process records (`state.is_world_process_zero`). Given `run=`, the callback writes
 into a run its caller opened and leaves its end to the caller; subclasses may override
-`trajectories`, `step_metrics` and `step_recorded` (our own engine's veto counters and probes).
+`trajectories`, `step_row` and `step_recorded` (our own engine's veto counters and probes).
 Importing this module imports transformers; agentrl's record does not import torch.
 """
 
@@ -51,6 +51,7 @@ from transformers import TrainerCallback
 
 from agentrl.integrations.completions import completion_rows, reward_names
 from agentrl.record.api import init
+from agentrl.record.rows import StepRecord
 from agentrl.record.run import Run
 
 COMPLETIONS_DIR = "completions"
@@ -183,8 +184,9 @@ class AgentrlCallback(TrainerCallback):
         """The step's trajectory rows, from TRL's completions table (a list of its rows)."""
         return completion_rows(step, completions, reward_names(logs), self._weights)
 
-    def step_metrics(self, step: int, logs: dict[str, Any]) -> dict[str, Any]:
-        """The step's metrics as `Run.log_step` takes them: every number TRL logged, and its mean reward."""
+    def step_row(self, step: int, logs: dict[str, Any], trajectories: list) -> dict[str, Any] | StepRecord:
+        """The step as `Run.log_step` takes it: every number TRL logged as its metrics, TRL's `reward`
+        also as its mean reward (the rest of its columns come from `trajectories`), or a StepRecord."""
         metrics = {key: value for key, value in logs.items() if _is_number(value)}
         if _is_number(logs.get("reward")):
             metrics["mean_reward"] = logs["reward"]
@@ -198,8 +200,13 @@ class AgentrlCallback(TrainerCallback):
     def _record_ready(self) -> None:
         for step in sorted(self._pending):
             logs = self._pending.pop(step)
-            self.run.log_trajectories(step, self.trajectories(step, self._read_completions(step), logs))
-            self.run.log_step(step, self.step_metrics(step, logs))
+            trajectories = self.trajectories(step, self._read_completions(step), logs)
+            self.run.log_trajectories(step, trajectories)
+            row = self.step_row(step, logs, trajectories)
+            if isinstance(row, StepRecord):
+                self.run.log_step(row)
+            else:
+                self.run.log_step(step, row)
             self.step_recorded(step)
 
     def _read_completions(self, step: int) -> list[dict]:

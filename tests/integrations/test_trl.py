@@ -144,3 +144,28 @@ def test_only_the_main_process_records(runs_dir, tmp_path):
     callback.on_log(args, state, TrainerControl(), logs={"loss": 1.0, "reward": 0.5})
     callback.on_train_end(args, state, TrainerControl())
     assert callback.run is None and list_run_dirs(runs_dir) == []
+
+
+def test_an_engine_can_record_through_the_callback_into_its_own_run(runs_dir, tmp_path):
+    """How our `trl` engine uses it: `run=` its own Run, its own rows per step, its probes after each step."""
+    from agentrl.integrations.trl import AgentrlCallback
+    from agentrl.record.rows import StepRecord, TrajectoryRecord
+    from agentrl.record.run import Run
+    from agentrl.record.rundir import new_run
+
+    class EngineCallback(AgentrlCallback):
+        def trajectories(self, step, completions, logs):
+            return [TrajectoryRecord(step=step, traj_idx=i, task_id="t", reward=0.0, vetoed=i == 0) for i in range(4)]
+
+        def step_row(self, step, logs, trajectories):
+            return StepRecord.from_trajectories(step, trajectories, vetoed_updates=0, updates=3, metrics={"loss": logs["loss"]})
+
+        def step_recorded(self, step):
+            self.run.log_action_probs(step, "known_high", {"refund": 0.25, "request_approval": 0.75})
+
+    run = Run(new_run(runs_dir, "engine", "trl", "guarded", {}), total_steps=2)
+    _train(tmp_path, EngineCallback(run=run), [length])
+    assert run.dir.status()["status"] == "running"  # the engine, not the callback, ends its run
+    run.finish("succeeded")
+    assert store_rows(runs_dir, "SELECT step, vetoed, updates, success_rate FROM steps ORDER BY step") == [(1, 1, 3, 0.0), (2, 1, 3, 0.0)]
+    assert store_rows(runs_dir, "SELECT count(*) FROM action_probs") == [(4,)]
