@@ -175,7 +175,7 @@ class Run:
             if row.__class__ is dict and row.keys() <= allowed and required <= row.keys():
                 row = dict(row)  # the caller may reuse its dict; the values are read at the flush
                 if step is not None and row.setdefault("step", step) != step:
-                    check_shape(table, row, step)  # raises: the row names another step
+                    raise RecordError(f"{table}: a row of step {row['step']!r} was logged as step {step}")
             elif row.__class__ is not record_type or (step is not None and row.step != step):
                 check_shape(table, row, step)  # raises what is wrong, or passes a dict subclass
                 row = {**row, "step": step} if step is not None else dict(row)

@@ -155,3 +155,13 @@ def test_a_wrong_value_is_raised_by_the_next_call_naming_the_field_and_the_rest_
     assert chunk_files(run_dir.root, "steps") == []
     status = run_dir.status()
     assert status["status"] == "succeeded" and "2 rows did not fit" in status["warnings"][0]
+
+
+def test_a_row_of_another_step_than_the_call_is_refused_in_the_call(run_dir):
+    with Run(run_dir) as run:
+        with pytest.raises(RecordError, match="a row of step 2 was logged as step 1"):
+            run.log_trajectories(1, [{"step": 2, "traj_idx": 0, "task_id": "t", "reward": 1.0}])
+        with pytest.raises(RecordError, match="a row of step 2 was logged as step 1"):
+            run.log_trajectories(1, [TrajectoryRecord(step=2, traj_idx=0, task_id="t", reward=1.0)])
+        with pytest.raises(RecordError, match="step must be an int"):
+            run.log_step("one", {"loss": 1.0})
