@@ -51,8 +51,12 @@ def init(name: str | None = None, config: Any = None, runs_dir: str | Path | Non
     JSON. runs_dir: default `$AGENTRL_RUNS_DIR`, else `runs/`. total_steps: for the Live page's
     progress and ETA. scorer: the label the run is compared under ('outcome' or 'guarded').
     """
+    from agentrl.scorers import SCORERS
+
     if total_steps is not None and (total_steps.__class__ is not int or total_steps < 1):
         raise ValueError(f"total_steps must be a positive int, not {total_steps!r}")
+    if scorer not in SCORERS:
+        raise ValueError(f"scorer must be one of {sorted(SCORERS)} (the label the run is compared under), not {scorer!r}")
     settings = plain_config(config)
     attached = os.environ.get(RUN_DIR_ENV)
     if attached:
