@@ -9,8 +9,8 @@ does the same with plain values: `log_step(step, metrics)`, `log_trajectories(st
 The caller never waits on the disk, and pays microseconds per row: a dict row's keys are checked
 in the call, its values in the flusher thread (`agentrl.record.rows`), where a row that does not
 fit is left out and its `RecordError` is raised by the caller's next call (or by `finish`). The
-flusher also stamps nothing the caller gave, fills a step's rates from the trajectories logged
-for it, samples the process tree and refreshes status.json. On close the last hardware sample
+flusher also fills in the columns a step row leaves out from the trajectories logged for that
+step, samples the process tree and refreshes status.json. On close the last hardware sample
 is written, everything is flushed, and then the final status is recorded, also when the work
 raised or the disk filled: the last flush happens before the terminal status, which ingest
 relies on.
