@@ -60,6 +60,9 @@ def init(name: str | None = None, config: Any = None, runs_dir: str | Path | Non
     settings = plain_config(config)
     attached = os.environ.get(RUN_DIR_ENV)
     if attached:
+        already = _OPEN.get(Path(attached).resolve())
+        if already is not None and not already.closed:
+            return already  # one writer per run: a second init (a callback and a loop) shares it
         run_dir = RunDir(Path(attached))
         if not run_dir.meta_path.is_file():
             raise RunsDirError(f"{RUN_DIR_ENV}={attached!r} is not a run folder (it has no run.json); unset it to "
@@ -72,7 +75,13 @@ def init(name: str | None = None, config: Any = None, runs_dir: str | Path | Non
         run_dir = new_run(Path(runs_dir) if runs_dir is not None else default_runs_dir(), name or default_name(),
                           SCRIPT_KIND, scorer, settings, total_steps=total_steps)
         supervised = False
-    return Run(run_dir, total_steps, supervised=supervised, close_at_exit=True, flush_interval=flush_interval)
+    run = Run(run_dir, total_steps, supervised=supervised, close_at_exit=True, flush_interval=flush_interval)
+    if attached:
+        _OPEN[Path(attached).resolve()] = run
+    return run
+
+
+_OPEN: dict[Path, Run] = {}  # the run this process writes into under AGENTRL_RUN_DIR
 
 
 def default_name() -> str:

@@ -17,7 +17,9 @@ table files without a marker, which nothing reads (and `sweep_uncommitted` remov
 killed with SIGKILL loses at most its unflushed buffer: about a second of rows.
 
 The caller never waits for the disk: `append` only buffers, and a full buffer wakes the flusher.
-Only the store (`agentrl.store.ingest`) reads chunks back. Runs written before this layout (record
+One writer per run folder: a `ChunkWriter` holds `<run_dir>/.writer.lock` (flock) while open, so two
+processes (or two writers in one) can never number commits alike; the kernel releases it when
+its holder dies. Only the store (`agentrl.store.ingest`) reads chunks back. Runs written before this layout (record
 schema 1: `<run_dir>/<table>/part-NNNNN.parquet`) are still read by the store.
 """
 
@@ -159,6 +161,7 @@ class ChunkWriter:
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self.flush_latencies_s: list[float] = []  # wall time of each commit, for the benchmark
+        self._lock_fd = _claim(self.run_dir)  # one writer per run folder, or commits would collide
         self._thread = threading.Thread(target=self._loop, name="chunk-flusher", daemon=True)
         self._thread.start()
 
@@ -249,7 +252,11 @@ class ChunkWriter:
         self._stop.set()
         self._soon.set()
         self._thread.join(timeout=30)
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            _release(self._lock_fd)
+            self._lock_fd = None
         if self._error is not None:
             raise RuntimeError(f"chunk flusher failed: {self._error}") from self._error
 
@@ -258,6 +265,45 @@ class ChunkWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+WRITER_LOCK = ".writer.lock"  # in the run folder: held (flock) by the one process writing its chunks
+
+
+class WriterBusyError(RuntimeError):
+    """Another writer (a second process, or a second open writer in this one) holds the run folder."""
+
+
+def _claim(run_dir: Path) -> int | None:
+    """Take the run folder's writer lock, or say who holds it. The kernel drops the lock when its
+    holder dies, so a killed run never blocks the next writer. None where flock is missing."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no guard
+        return None
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / WRITER_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise WriterBusyError(f"run {run_dir.name} is already being written (by pid {holder}); one writer per run: "
+                              "open it once (agentrl.init returns the run already open in this process)") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def _release(fd: int | None) -> None:
+    if fd is None:
+        return
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _warm_up() -> None:

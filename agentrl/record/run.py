@@ -149,14 +149,15 @@ class Run:
         self._refused_total = 0
         self._refused_lock = threading.Lock()
         self._tallies: dict[int, _StepTally] = {}
+        # First the writer, which claims the folder: a second writer fails here, before it touches the status.
+        kwargs = {} if flush_interval is None else {"interval": flush_interval}
+        self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, prepare=self._prepare, **kwargs)
         if supervised:
             fields = {"writer_pid": os.getpid(), "step": 0}
         else:
             fields = {"status": "running", "pid": os.getpid(), "create_time": psutil.Process().create_time(),
                       "started_at": iso(utc_now()), "step": 0, "error": None}
         run_dir.update_status(**fields, total_steps=total_steps if total_steps is not None else (run_dir.status() or {}).get("total_steps"))
-        kwargs = {} if flush_interval is None else {"interval": flush_interval}
-        self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, prepare=self._prepare, **kwargs)
         if close_at_exit:
             atexit.register(self._close_at_exit)
 
@@ -260,6 +261,10 @@ class Run:
         """Training starts now: steps' `elapsed_s` (and the Live page's ETA) count from here, not
         from loading a model or cloning a policy."""
         self._started = time.monotonic()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def stop_requested(self) -> bool:
         """True once someone asked this run to stop (Cancel on the Live page): a loop that checks it

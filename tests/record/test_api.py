@@ -209,3 +209,17 @@ def test_logging_from_several_threads_at_once_keeps_every_row(runs_dir):
     run.finish()
     rows = store_rows(runs_dir, "SELECT count(DISTINCT traj_idx), count(*) FROM trajectories")
     assert rows == [(800, 800)]
+
+
+def test_init_twice_in_one_process_under_the_script_engine_shares_the_run(runs_dir, monkeypatch):
+    """A TRL callback and the script around it both call init: one writer, one run."""
+    import agentrl
+
+    run_dir = new_run(runs_dir, "launched", "script", "outcome", {})
+    monkeypatch.setenv(RUN_DIR_ENV, str(run_dir.root))
+    first = agentrl.init()
+    assert agentrl.init() is first
+    first.finish()
+    second = agentrl.init()  # the first one ended: a new writer on the same run
+    assert second is not first
+    second.finish()

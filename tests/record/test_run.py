@@ -165,3 +165,17 @@ def test_a_row_of_another_step_than_the_call_is_refused_in_the_call(run_dir):
             run.log_trajectories(1, [TrajectoryRecord(step=2, traj_idx=0, task_id="t", reward=1.0)])
         with pytest.raises(RecordError, match="step must be an int"):
             run.log_step("one", {"loss": 1.0})
+
+
+def test_a_second_writer_on_one_run_folder_is_refused_before_it_touches_the_status(run_dir):
+    """Two writers would number their commits alike and overwrite each other's rows."""
+    from agentrl.record.chunks import WriterBusyError
+
+    with Run(run_dir) as first:
+        status = run_dir.status()
+        with pytest.raises(WriterBusyError, match="already being written"):
+            Run(run_dir)
+        assert run_dir.status() == status
+        log_one_step(first, 1)
+    with Run(run_dir) as again:  # released at close
+        log_one_step(again, 2)
