@@ -33,7 +33,8 @@ sees, so those rows have none.
 
 Only the main process records (`state.is_world_process_zero`). Given `run=`, the callback writes
 into a run its caller opened and leaves its end to the caller; subclasses may override
-`trajectories`, `step_row` and `step_recorded` (our own engine's veto counters and probes).
+`trajectories`, `step_row`, `before_step_row` and `step_recorded` (our own engine's veto
+counters, probes and step delay).
 Importing this module imports transformers; agentrl's record does not import torch.
 """
 
@@ -192,8 +193,13 @@ class AgentrlCallback(TrainerCallback):
             metrics["mean_reward"] = logs["reward"]
         return metrics
 
+    def before_step_row(self, step: int) -> None:
+        """Called between a step's trajectories and its step row: log the step's other rows here
+        (our engine: the action distribution at its decision points, evaluations), so the step
+        becomes visible with all of them."""
+
     def step_recorded(self, step: int) -> None:
-        """Called after a step's rows are logged (our engine records its probes here)."""
+        """Called after a step's row is logged (our engine: its log line and step delay)."""
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -202,6 +208,7 @@ class AgentrlCallback(TrainerCallback):
             logs = self._pending.pop(step)
             trajectories = self.trajectories(step, self._read_completions(step), logs)
             self.run.log_trajectories(step, trajectories)
+            self.before_step_row(step)
             row = self.step_row(step, logs, trajectories)
             if isinstance(row, StepRecord):
                 self.run.log_step(row)

@@ -160,8 +160,11 @@ def test_an_engine_can_record_through_the_callback_into_its_own_run(runs_dir, tm
         def step_row(self, step, logs, trajectories):
             return StepRecord.from_trajectories(step, trajectories, vetoed_updates=0, updates=3, metrics={"loss": logs["loss"]})
 
-        def step_recorded(self, step):
+        def before_step_row(self, step):
             self.run.log_action_probs(step, "known_high", {"refund": 0.25, "request_approval": 0.75})
+
+        def step_recorded(self, step):
+            self.run.step_done(step)
 
     run = Run(new_run(runs_dir, "engine", "trl", "guarded", {}), total_steps=2)
     _train(tmp_path, EngineCallback(run=run), [length])
