@@ -78,7 +78,8 @@ class AgentrlCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if not state.is_world_process_zero:
             return
-        if self.run is None:
+        if self.run is None or (self._owns_run and self.run.closed):  # (a second train() is a new run)
+            self._stopped = False
             config = {"trainer": args.to_dict(), "model": _model_name(model), **(self.config or {})}
             self.run = init(name=self.name or getattr(args, "run_name", None) or Path(args.output_dir).name, config=config,
                             runs_dir=self.runs_dir, total_steps=state.max_steps or None, scorer=self.scorer)
