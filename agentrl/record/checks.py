@@ -78,18 +78,19 @@ def _scalar(kind: pa.DataType):
             raise ValueError
         return as_float, "a number"
     if pa.types.is_string(kind):
-        def as_str(v):
-            if isinstance(v, str):
-                return str(v)
-            raise ValueError
-        return as_str, "a str"
+        return _instance_of(str, str), "a str"  # a str subclass becomes a plain str
     if pa.types.is_timestamp(kind):
-        def as_datetime(v):
-            if isinstance(v, datetime):
-                return v
-            raise ValueError
-        return as_datetime, "a datetime"
+        return _instance_of(datetime, lambda v: v), "a datetime"
     raise TypeError(f"no check for {kind}")
+
+
+def _instance_of(cls: type, plain: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def convert(v):
+        if isinstance(v, cls):
+            return plain(v)
+        raise ValueError
+
+    return convert
 
 
 as_number = _scalar(pa.float64())[0]
