@@ -110,7 +110,8 @@ NEVER_LOOKS = textwrap.dedent("""
 """)
 
 
-def test_cancel_interrupts_a_command_that_never_looks_and_the_run_is_cancelled(runs_dir, monkeypatch):
+@pytest.mark.slow
+def test_cancel_interrupts_a_command_that_never_looks_and_the_run_is_cancelled(runs_dir):
     import agentrl.engines.script.engine as engine
 
     launcher = Launcher(runs_dir)
