@@ -35,6 +35,7 @@ test-fast: install
 bench: install
 	$(BIN)/python benchmarks/ingest_rate.py
 	$(BIN)/python benchmarks/flush_latency.py
+	$(BIN)/python benchmarks/write_path.py
 	$(BIN)/python benchmarks/live_latency.py
 	$(BIN)/python benchmarks/page_queries.py
 	$(BIN)/python benchmarks/parallel_scoring.py

@@ -1,7 +1,57 @@
 """agentrl: train tool-using agents with group-relative RL, and record every run in DuckDB.
 
 The library under the dashboard. It never imports Streamlit; the flow is
-launch (config, launcher) -> run process (runner, training core) -> chunks -> store -> queries.
+launch (config, launcher) -> run process (engines, or a user's own script) -> record (chunks) ->
+store -> queries -> pages.
+
+The public face, for recording any training script:
+
+```python
+import agentrl
+
+with agentrl.init(name="my-grpo", config={"lr": 1e-5}) as run:
+    for step in range(1, 101):
+        ...
+        run.log_trajectories(step, [{"traj_idx": 0, "task_id": "a", "reward": 1.0, "success": True}])
+        run.log_step(step, {"loss": 0.25, "kl": 0.01})
+```
+
+`init` returns `agentrl.record.run.Run`; rows are the record types of `agentrl.record.rows`
+(`TrajectoryRecord`, `StepRecord`, `EvalRecord`) or dicts of their fields. These names load on
+first use, so `import agentrl` itself loads nothing heavy (no torch, Streamlit, DuckDB or Arrow).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
+
+_PUBLIC = {
+    "init": "agentrl.record.api",
+    "Run": "agentrl.record.run",
+    "StepRecord": "agentrl.record.rows",
+    "TrajectoryRecord": "agentrl.record.rows",
+    "EvalRecord": "agentrl.record.rows",
+    "RecordError": "agentrl.record.rows",
+    "RECORD_SCHEMA_VERSION": "agentrl.record.rows",
+}
+__all__ = ["__version__", *_PUBLIC]
+
+if TYPE_CHECKING:  # for readers and type checkers; at run time the names load on first use
+    from agentrl.record.api import init
+    from agentrl.record.rows import RECORD_SCHEMA_VERSION, EvalRecord, RecordError, StepRecord, TrajectoryRecord
+    from agentrl.record.run import Run
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'agentrl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -61,10 +61,12 @@ CREATE TABLE IF NOT EXISTS trajectories (
     updated          BOOLEAN,              -- received at least one update
     prompt           VARCHAR,              -- LM runs only
     completion       VARCHAR,              -- LM runs only
-    verifier_reason  VARCHAR               -- why the verifier scored it so (coding runs: the sandbox)
+    verifier_reason  VARCHAR,              -- why the verifier scored it so (coding runs: the sandbox)
+    extras           MAP(VARCHAR, VARCHAR) -- further per-completion columns a trainer logged (TRL's log_extra)
 );
--- Stores made before the column existed get it here (idempotent).
+-- Stores made before the columns existed get them here (idempotent).
 ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS verifier_reason VARCHAR;
+ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS extras MAP(VARCHAR, VARCHAR);
 
 -- The policy's action distribution at each sensitive state; step 0 is the starting policy.
 CREATE TABLE IF NOT EXISTS action_probs (

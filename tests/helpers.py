@@ -35,3 +35,15 @@ def agentrl(*args, timeout: float = 120) -> subprocess.CompletedProcess:
 def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     assert result.returncode == 0, result.stderr
     return result
+
+
+def store_rows(runs_dir, sql: str, params=()) -> list[tuple]:
+    """Ingest what `runs_dir`'s runs have committed, then run one query on its store."""
+    from agentrl.store.ingest import connect, ingest_once
+
+    ingest_once(runs_dir)
+    con = connect(runs_dir)
+    try:
+        return con.execute(sql, list(params)).fetchall()
+    finally:
+        con.close()

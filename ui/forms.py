@@ -1,5 +1,6 @@
 """A run config as a form, generated from its fields: one widget per field, labelled and helped by
-the field's own label and description, so an engine's new setting needs no page change.
+the field's own label and description, so an engine's new setting needs no page change. A field
+can ask for more through `json_schema_extra` (see `_extra`).
 
 Launch page -> **forms** -> agentrl.config. `config_form` draws the widgets and returns plain
 values; the page hands them to `make_config`, which validates them (as the person types: there
@@ -30,9 +31,15 @@ def _is_model(annotation) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
+def _extra(field) -> dict:
+    """What a field asks of the form through `json_schema_extra`: `options` (choose from a list),
+    `widget: "lines"` (a list of strings, one per line: an argument list), `form: "hidden"`."""
+    return field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+
+
 def editable(model_type: type[BaseModel], name: str) -> bool:
     """Fields the form draws; lists of records (task lists) are edited as JSON instead."""
-    if name in HIDDEN:
+    if name in HIDDEN or _extra(model_type.model_fields[name]).get("form") == "hidden":
         return False
     annotation, _ = _plain(model_type.model_fields[name].annotation)
     if typing.get_origin(annotation) is list:
@@ -50,7 +57,7 @@ def _widget(container, model_type: type[BaseModel], name: str, value: Any, key: 
     field = model_type.model_fields[name]
     annotation, optional = _plain(field.annotation)
     label, help_text = _label(model_type, name), field.description or ""
-    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    extra = _extra(field)
     options = (choices or {}).get(name) or extra.get("options")
     if annotation is bool:
         return container.checkbox(label, value=bool(value), help=help_text, key=key)
@@ -69,6 +76,11 @@ def _widget(container, model_type: type[BaseModel], name: str, value: Any, key: 
         return (text.strip() or None) if optional else text
     if typing.get_origin(annotation) is list and options:
         return container.multiselect(label, list(options), default=[v for v in value if v in options], help=help_text, key=key)
+    if typing.get_origin(annotation) is list and extra.get("widget") == "lines":
+        # One item per line, kept as typed (an argument may hold spaces or commas); blank lines are dropped.
+        text = container.text_area(label, value="\n".join(value), help=help_text + " One per line.", key=key,
+                                   height=max(68, 28 * (len(value) + 1)))
+        return [line for line in text.splitlines() if line.strip()]
     if typing.get_origin(annotation) is list:
         text = container.text_input(label, value=", ".join(value), help=help_text + " Comma-separated.", key=key)
         return [part.strip() for part in text.split(",") if part.strip()]

@@ -68,7 +68,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         run = create_run(runs_dir, config)
     log = (lambda message: None) if args.quiet else (lambda message: print(message, flush=True))
-    print(f"run {run.run_id}: {config.kind} {config.scorer}, {config.total_steps} steps -> {run.root}", flush=True)
+    print(f"run {run.run_id}: {config.kind} {config.scorer}, {config.total_steps or 'an unknown number of'} steps -> {run.root}", flush=True)
     status = engine.run(config, run, log=log)
     try:
         report = ingest_once(runs_dir, wait_s=0.0)

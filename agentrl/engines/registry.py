@@ -20,6 +20,7 @@ from typing import Any
 
 from agentrl.config.base import RunConfig
 from agentrl.engines.coding.config import CodingConfig
+from agentrl.engines.script.config import ScriptConfig
 from agentrl.engines.tabular.config import TabularConfig
 from agentrl.engines.trl.config import TrlConfig
 
@@ -96,6 +97,14 @@ def _coding_cost(config: CodingConfig) -> str:
             f"{config.workers or 'one per core'} at a time.")
 
 
+def _script_cost(config: ScriptConfig) -> str:
+    import shlex
+
+    steps = f"**{config.rounds} steps**" if config.rounds else "as many steps as it logs"
+    return (f"runs `{shlex.join(config.command)}` as a child of the run, {steps}; inside it `agentrl.init()` (or the TRL "
+            f"callback) writes into this run. What it costs is up to the command.")
+
+
 ENGINES: dict[str, Engine] = {
     engine.kind: engine
     for engine in (
@@ -113,6 +122,11 @@ ENGINES: dict[str, Engine] = {
         Engine(
             kind="coding", title="coding attempts (sandboxed tests)", config_type=CodingConfig,
             entry="agentrl.engines.coding.engine:run_coding", cost=_coding_cost, pair=False,
+        ),
+        Engine(
+            kind="script", title="your own command (agentrl.init or the TRL callback inside it)", config_type=ScriptConfig,
+            entry="agentrl.engines.script.engine:run_script", cost=_script_cost,
+            preflight_check="agentrl.engines.script.engine:preflight", pair=False,
         ),
     )
 }

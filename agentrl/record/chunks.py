@@ -17,21 +17,25 @@ table files without a marker, which nothing reads (and `sweep_uncommitted` remov
 killed with SIGKILL loses at most its unflushed buffer: about a second of rows.
 
 The caller never waits for the disk: `append` only buffers, and a full buffer wakes the flusher.
-Only the store (`agentrl.store.ingest`) reads chunks back. Runs written before this layout (record
+One writer per run folder: a `ChunkWriter` holds `<run_dir>/.writer.lock` (flock) while open, so two
+processes (or two writers in one) can never number commits alike; the kernel releases it when
+its holder dies. Only the store (`agentrl.store.ingest`) reads chunks back. Runs written before this layout (record
 schema 1: `<run_dir>/<table>/part-NNNNN.parquet`) are still read by the store.
 """
 
 from __future__ import annotations
 
+import concurrent.futures.thread  # noqa: F401 - see _warm_up
 import json
 import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentrl.record.rows import CHUNK_TABLES, to_arrow
@@ -62,8 +66,9 @@ def commit_number_name(number: int) -> str:
     return f"{number:08d}"
 
 
-def list_commits(run_dir: Path, after: int = -1) -> list[Commit]:
-    """Complete commits of a run, in order; only those numbered above `after` when given."""
+def list_commits(run_dir: Path, after: int = -1, skip: Container[str] = ()) -> list[Commit]:
+    """Complete commits of a run, in order; only those numbered above `after` when given, and
+    none whose marker name is in `skip` (commits a reader already took: their markers are not read)."""
     folder = Path(run_dir) / CHUNKS_DIR
     try:
         names = os.listdir(folder)
@@ -72,7 +77,7 @@ def list_commits(run_dir: Path, after: int = -1) -> list[Commit]:
     found = []
     for name in names:
         match = _COMMIT.match(name)
-        if not match or int(match.group(1)) <= after:
+        if not match or int(match.group(1)) <= after or name in skip:
             continue
         number = int(match.group(1))
         marker = folder / name
@@ -135,15 +140,17 @@ class ChunkWriter:
     Thread-safe: the run's threads append while the flusher writes. `flush_soon()` asks for a
     flush within `SOON_INTERVAL_S` (a step ended); `flush()` writes now, in the calling thread;
     `close()` (or the context manager) stops the thread and writes what is left. `on_flush`
-    runs in the flusher before each timed flush (the run's hardware sample and status).
+    runs in the flusher once an interval, after a flush (the run's hardware sample and status);
+    `prepare` turns the buffered rows into what `to_arrow` takes (the run's checks of dict rows).
     """
 
     def __init__(self, run_dir: Path, interval: float = FLUSH_INTERVAL_S, on_flush: Callable[[], None] | None = None,
-                 run_id: str | None = None):
+                 run_id: str | None = None, prepare: Callable[[dict[str, list]], dict[str, list]] | None = None):
         self.run_dir = Path(run_dir)
         self.run_id = run_id or self.run_dir.name
         self.interval = interval
         self.on_flush = on_flush
+        self.prepare = prepare  # in the flush, before writing: the buffered rows as the tables take them
         self._buffers: dict[str, list] = {table: [] for table in CHUNK_TABLES}
         self._lock = threading.Lock()  # guards the buffers
         self._flush_lock = threading.Lock()  # one flush at a time, so commits land in order
@@ -154,6 +161,7 @@ class ChunkWriter:
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self.flush_latencies_s: list[float] = []  # wall time of each commit, for the benchmark
+        self._lock_fd = _claim(self.run_dir)  # one writer per run folder, or commits would collide
         self._thread = threading.Thread(target=self._loop, name="chunk-flusher", daemon=True)
         self._thread.start()
 
@@ -162,7 +170,7 @@ class ChunkWriter:
         return self._error
 
     def append(self, table: str, rows: Sequence | object) -> None:
-        """Buffer rows (records of `table`; validated by the caller). Never writes to disk."""
+        """Buffer rows (records of `table`, or rows `prepare` makes into them). Never writes to disk."""
         if self._error is not None:
             raise RuntimeError(f"chunk flusher failed: {self._error}") from self._error
         rows = rows if isinstance(rows, (list, tuple)) else [rows]
@@ -175,7 +183,8 @@ class ChunkWriter:
 
     def flush_soon(self) -> None:
         """Ask the flusher to write within `SOON_INTERVAL_S` (returns at once)."""
-        self._soon.set()
+        if not self._soon.is_set():  # setting it again would take its lock for nothing
+            self._soon.set()
 
     def flush(self) -> Path | None:
         """Write every buffered row as one commit now; returns its marker (None when nothing was buffered)."""
@@ -188,6 +197,8 @@ class ChunkWriter:
             pending = {table: rows for table, rows in self._buffers.items() if rows}
             for table in pending:
                 self._buffers[table] = []
+        if pending and self.prepare is not None:
+            pending = self.prepare(pending)  # the run's row checks, off the caller's path
         if not pending:
             return None
         started = time.perf_counter()
@@ -214,6 +225,7 @@ class ChunkWriter:
         return marker
 
     def _loop(self) -> None:
+        _warm_up()
         while not self._stop.is_set():
             woken = self._soon.wait(self.interval)
             if self._stop.is_set():
@@ -225,12 +237,13 @@ class ChunkWriter:
                     return
                 self._soon.clear()
             try:
+                self.flush()
                 # The timed work (a hardware sample, the status) runs once an interval, even when
-                # steps end faster than that and every flush is an early one.
+                # steps end faster than that and every flush is an early one; after the flush, so
+                # a step's rows never wait for it (its sample goes out with the next flush).
                 if self.on_flush is not None and time.monotonic() - self._last_tick >= self.interval:
                     self._last_tick = time.monotonic()
                     self.on_flush()
-                self.flush()
             except BaseException as error:  # surfaced to the run on its next append and at close
                 self._error = error
                 return
@@ -239,7 +252,11 @@ class ChunkWriter:
         self._stop.set()
         self._soon.set()
         self._thread.join(timeout=30)
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            _release(self._lock_fd)
+            self._lock_fd = None
         if self._error is not None:
             raise RuntimeError(f"chunk flusher failed: {self._error}") from self._error
 
@@ -248,6 +265,56 @@ class ChunkWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+WRITER_LOCK = ".writer.lock"  # in the run folder: held (flock) by the one process writing its chunks
+
+
+class WriterBusyError(RuntimeError):
+    """Another writer (a second process, or a second open writer in this one) holds the run folder."""
+
+
+def _claim(run_dir: Path) -> int | None:
+    """Take the run folder's writer lock, or say who holds it. The kernel drops the lock when its
+    holder dies, so a killed run never blocks the next writer. None where flock is missing."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no guard
+        return None
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / WRITER_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise WriterBusyError(f"run {run_dir.name} is already being written (by pid {holder}); one writer per run: "
+                              "open it once (agentrl.init returns the run already open in this process)") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def _release(fd: int | None) -> None:
+    if fd is None:
+        return
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _warm_up() -> None:
+    """pyarrow imports pandas on its first conversion (about a second on two busy cores): let the
+    flusher pay that as it starts, not the first flush after a step. Whatever that import
+    registers at interpreter exit is imported up front (`concurrent.futures.thread`, above), so a
+    script that ends before the flusher's first write can still flush while Python shuts down."""
+    try:
+        pa.array([0.0])
+    except Exception:  # the real flush will report whatever is wrong
+        pass
 
 
 def _fsync_dir(folder: Path) -> None:

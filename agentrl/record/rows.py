@@ -3,9 +3,17 @@
 Run (any engine, or a user's own script through `agentrl.init`) -> **rows** -> chunks -> store.
 Each table's row is a frozen dataclass whose fields are the table's columns; the Arrow schema of
 the table is derived from the annotations (an `int` is int32 unless annotated `Int64`), so a
-column added here, and in `schemas/store.sql`, is the whole migration. A row checks its own
-types and ranges when it is made, so a value the store cannot hold fails in the caller, at the
-step that produced it, never later in a flush.
+column added here, and in `schemas/store.sql`, is the whole migration (a new column must be
+nullable with default None: chunks written before it are read with nulls, see `conform`). A row
+checks its own types and ranges when it is made, so a value the store cannot hold fails in the
+caller, at the step that produced it, never later in a flush.
+
+The checks are compiled once per table (`agentrl.record.checks`). A typed record runs them when
+it is made; a dict row is checked in two parts: its keys in the caller (`check_shape`, cheap),
+its values where the writer buffers it off the caller's path (`normalize`, in the flusher), so
+logging a step costs the caller microseconds; a wrong value there surfaces as the same
+`RecordError` on the caller's next call. `to_arrow` turns records and normalized tuples into
+Arrow.
 
 `run_id` is not a field: the writer adds it. `StepRecord.from_trajectories` computes a step's
 rates from its trajectory rows: every engine's success, violation and duplicate rates, mean
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import typing
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,30 +32,24 @@ from typing import Annotated, Any
 
 import pyarrow as pa
 
+from agentrl.record.checks import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, RecordError, as_number, compile_checks  # noqa: F401 - re-exported
+
 RECORD_SCHEMA_VERSION = 2
 """Version of the record format, written into every run's run.json. 1: per-table chunk folders
 (read by the store, never written); 2: one commit per flush (see `agentrl.record.chunks`)."""
 
 Int64 = Annotated[int, "int64"]
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-class RecordError(TypeError):
-    """A row that does not fit its table; the message names the table, the field and the value."""
-
-
-_CHECKS: dict[type, list] = {}  # record type -> [(field name, check)], filled below
-
-
-def _validate(self) -> None:
-    for name, check in _CHECKS[type(self)]:
-        check(getattr(self, name))
+def _not_compiled(self) -> None:
+    raise RuntimeError("record checks are compiled at import; this one was not")
 
 
 def record(cls):
     """A frozen, slotted dataclass whose instances check their fields against the table's schema."""
-    cls.__post_init__ = _validate  # set before `dataclass` reads the class, so its __init__ calls it
+    # Set before `dataclass` reads the class, so its __init__ calls it; the compiled check
+    # replaces it once the table's schema is known (`agentrl.record.checks`).
+    cls.__post_init__ = _not_compiled
     return dataclass(frozen=True, slots=True)(cls)
 
 
@@ -73,6 +76,7 @@ class TrajectoryRecord:
     prompt: str | None = None
     completion: str | None = None
     verifier_reason: str | None = None
+    extras: dict[str, str] | None = None  # further columns a trainer logged per completion (TRL's log_extra), as text
 
 
 @record
@@ -246,100 +250,137 @@ def _schema(record_type: type) -> pa.Schema:
 TABLE_SCHEMAS: dict[str, pa.Schema] = {table: _schema(record_type) for table, record_type in RECORD_TYPES.items()}
 
 
-def _scalar_test(arrow_kind: pa.DataType):
-    """A fast predicate for one value of an Arrow scalar type, and what it expects in words."""
-    if pa.types.is_boolean(arrow_kind):
-        return (lambda v: v.__class__ is bool), "a bool"
-    if pa.types.is_integer(arrow_kind):
-        low, high = (INT32_MIN, INT32_MAX) if arrow_kind.equals(pa.int32()) else (INT64_MIN, INT64_MAX)
-        return (lambda v: isinstance(v, int) and v.__class__ is not bool and low <= v <= high), f"an int between {low} and {high}"
-    if pa.types.is_floating(arrow_kind):
-        return (lambda v: isinstance(v, (int, float)) and v.__class__ is not bool), "a number"
-    if pa.types.is_string(arrow_kind):
-        return (lambda v: isinstance(v, str)), "a str"
-    if pa.types.is_timestamp(arrow_kind):
-        return (lambda v: isinstance(v, datetime)), "a datetime"
-    raise TypeError(f"no check for {arrow_kind}")
-
-
-def _checker(table: str, name: str, arrow_type: pa.DataType, nullable: bool):
-    """A function that raises RecordError when a value does not fit the column (fast when it fits)."""
-    if pa.types.is_list(arrow_type):
-        item_ok, item_what = _scalar_test(arrow_type.value_type)
-        ok = lambda v: isinstance(v, (list, tuple)) and all(map(item_ok, v))  # noqa: E731
-        what = f"a list, each item {item_what}"
-    elif pa.types.is_map(arrow_type):
-        key_ok, key_what = _scalar_test(arrow_type.key_type)
-        value_ok, value_what = _scalar_test(arrow_type.item_type)
-        ok = lambda v: isinstance(v, dict) and all(map(key_ok, v.keys())) and all(map(value_ok, v.values()))  # noqa: E731
-        what = f"a dict, each key {key_what} and each value {value_what}"
-    else:
-        ok, what = _scalar_test(arrow_type)
-
-    def check(value) -> None:
-        if value is None:
-            if not nullable:
-                raise RecordError(f"{table}.{name} must be given, not None")
-        elif not ok(value):
-            raise RecordError(f"{table}.{name} must be {what}, not {value!r:.80}")
-
-    return check
-
-
-def _install_checks(record_type: type) -> None:
-    table = TABLE_OF[record_type]
+def _columns(record_type: type) -> dict[str, tuple[pa.DataType, bool]]:
     hints = typing.get_type_hints(record_type, include_extras=True)
-    checks = []
-    for f in dataclasses.fields(record_type):
-        arrow_type, nullable = _arrow_type(hints[f.name])
-        # Fields filled in by the writer (ts, elapsed_s of a step) may be None until then.
-        checks.append((f.name, _checker(table, f.name, arrow_type, nullable or f.default is None)))
-    _CHECKS[record_type] = checks
+    return {f.name: _arrow_type(hints[f.name]) for f in dataclasses.fields(record_type)}
 
 
-for _record_type in RECORD_TYPES.values():
-    _install_checks(_record_type)
+_CHECKS = {table: compile_checks(table, record_type, _columns(record_type)) for table, record_type in RECORD_TYPES.items()}
+FIELD_NAMES: dict[str, tuple[str, ...]] = {table: checks.names for table, checks in _CHECKS.items()}
+REQUIRED_FIELDS: dict[str, frozenset[str]] = {table: checks.required for table, checks in _CHECKS.items()}
+
+
+def normalize(table: str, row: Any, step: int | None = None) -> tuple | Any:
+    """A row of `table` checked, as the writer buffers it: a record as it is, a dict as the tuple of
+    its values in field order (defaults filled in). `step`, when given, fills a dict row's
+    missing step and must equal a row's own. Raises RecordError naming the table, field and value."""
+    record_type = RECORD_TYPES[table]
+    if row.__class__ is record_type:
+        if step is not None and "step" in FIELD_NAMES[table] and row.step != step:
+            raise RecordError(f"{table}: a row of step {row.step!r} was logged as step {step}")
+        return row
+    if isinstance(row, dict):
+        return _CHECKS[table].normalize(row, step)
+    raise RecordError(f"{table} rows must be {record_type.__name__} or dict, not {type(row).__name__}")
+
+
+def check_shape(table: str, row: Any, step: int | None = None) -> None:
+    """The caller's share of a row's checks, cheap enough for every row of every step: a record of
+    the table (checked when it was made), or a dict with only the table's fields and every
+    required one (`step` may come from the call). Its values are checked by `normalize`, in the
+    flusher. Raises RecordError naming what is wrong."""
+    record_type = RECORD_TYPES[table]
+    if row.__class__ is record_type:
+        if step is not None and getattr(row, "step", step) != step:
+            raise RecordError(f"{table}: a row of step {row.step!r} was logged as step {step}")
+        return
+    if not isinstance(row, dict):
+        raise RecordError(f"{table} rows must be {record_type.__name__} or dict, not {type(row).__name__}")
+    checks = _CHECKS[table]
+    keys = row.keys()
+    if not keys <= checks.allowed:
+        checks.fail(row)
+    if not checks.required <= keys:
+        for name in sorted(checks.required - keys):
+            if not (name == "step" and step is not None):
+                checks.fail(row, name)
 
 
 def as_record(table: str, row: Any):
     """A row of `table` from a record or a plain dict of its fields (unknown keys are an error)."""
-    record_type = RECORD_TYPES[table]
-    if isinstance(row, record_type):
-        return row
-    if isinstance(row, dict):
-        try:
-            return record_type(**{k: v for k, v in row.items() if k != "run_id"})
-        except TypeError as error:
-            raise RecordError(f"{table}: {error}") from None
-    raise RecordError(f"{table} rows must be {record_type.__name__} or dict, not {type(row).__name__}")
+    values = normalize(table, row)
+    return values if isinstance(values, RECORD_TYPES[table]) else RECORD_TYPES[table](*values)
 
 
 def to_arrow(table: str, rows: typing.Sequence[Any], run_id: str | None = None) -> pa.Table:
-    """Rows (records or dicts) of `table` as an Arrow table of its schema.
+    """Rows of `table` as an Arrow table of its schema: records, the tuples `normalize` makes, or
+    plain dicts (taken as they are: a missing key is a null).
 
-    Records get `run_id`; dict rows may carry their own `run_id` (the store's tests and
+    Records and tuples get `run_id`; dict rows may carry their own `run_id` (the store's tests and
     benchmarks build chunks that way). Maps become lists of (key, value) pairs, Arrow's map form.
+    Runs in the flusher thread, off the caller's path.
     """
     schema = TABLE_SCHEMAS[table]
-    columns: dict[str, list] = {name: [] for name in schema.names}
+    names = FIELD_NAMES[table]
+    record_type = RECORD_TYPES[table]
+    values_of = operator.attrgetter(*names)
+    tuples, run_ids = [], []
     for row in rows:
-        if isinstance(row, dict):
-            get = row.get
-            own_run = row.get("run_id")
+        if row.__class__ is tuple:
+            tuples.append(row)
+            run_ids.append(run_id)
+        elif row.__class__ is record_type:
+            tuples.append(values_of(row))
+            run_ids.append(run_id)
         else:
-            get = lambda name, _row=row: getattr(_row, name, None)  # noqa: E731
-            own_run = None
-        for name in schema.names:
-            columns[name].append(get(name))
-        if run_id is not None or own_run is None:
-            columns["run_id"][-1] = run_id if run_id is not None else own_run
-    arrays = {}
-    for f in schema:
-        values = columns[f.name]
+            get = row.get
+            tuples.append(tuple(get(name) for name in names))
+            run_ids.append(run_id if run_id is not None else get("run_id"))
+    columns = list(zip(*tuples)) if tuples else [()] * len(names)
+    arrays = [pa.array(run_ids, type=pa.string())]
+    for f, values in zip(list(schema)[1:], columns):
         if pa.types.is_map(f.type):
             values = [None if v is None else list(v.items()) for v in values]
-        arrays[f.name] = pa.array(values, type=f.type)
-    return pa.table(arrays, schema=schema)
+        arrays.append(pa.array(values, type=f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def conform(table: str, data: pa.Table) -> pa.Table:
+    """A chunk read back, as the table's current schema: its columns in order and cast, and a
+    column added since it was written (nullable, default None) filled with nulls. Raises
+    ValueError naming the columns a chunk lacks that cannot be null."""
+    expected = TABLE_SCHEMAS[table]
+    missing = [name for name in expected.names if name not in data.schema.names]
+    required = [name for name in missing if name not in _ADDED_LATER[table]]
+    if required:
+        raise ValueError(f"missing columns {required}")
+    for name in missing:
+        data = data.append_column(expected.field(name), pa.nulls(data.num_rows, expected.field(name).type))
+    return data.select(expected.names).cast(expected)
+
+
+# Columns a chunk of an older writer may lack: every nullable field whose default is None.
+_ADDED_LATER: dict[str, frozenset[str]] = {
+    table: frozenset(f.name for f in dataclasses.fields(record_type) if f.default is None)
+    for table, record_type in RECORD_TYPES.items()
+}
+
+
+STEP_FIELDS_IN_METRICS = ("success_rate", "violation_rate", "duplicate_rate", "mean_reward", "vetoed", "vetoed_updates",
+                         "updates", "clipped", "transitions")
+"""Keys of a step's metrics dict that are columns of `steps`, not entries of its `metrics` map."""
+
+
+def clean_metrics(metrics: Any) -> dict[str, float]:
+    """A step's metrics as the MAP column holds them: numbers (numpy scalars and 0-d tensors too) as
+    floats; None, NaN and infinities left out (TRL logs None for a metric with no value). Raises
+    RecordError naming the key of anything else."""
+    if not isinstance(metrics, dict):
+        raise RecordError(f"steps.metrics must be a dict of numbers by name, not {type(metrics).__name__}")
+    out = {}
+    for key, value in metrics.items():
+        if value is None:
+            continue
+        if value.__class__ is not float:
+            try:
+                value = as_number(value)
+            except ValueError:
+                raise RecordError(f"steps.metrics[{key!r}] must be a number, not {value!r:.80}") from None
+        if key.__class__ is not str:
+            raise RecordError(f"steps.metrics keys must be str, not {key!r:.80}")
+        if math.isfinite(value):
+            out[key] = value
+    return out
 
 
 def finite(metrics: dict[str, Any]) -> dict[str, float]:

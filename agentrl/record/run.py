@@ -2,18 +2,33 @@
 
 Run process (every engine, and a user's own script through `agentrl.init`) -> **Run** -> chunks ->
 store. An engine opens a `Run` around its work, logs typed rows (`agentrl.record.rows`) with
-`log_*`, calls `step_done` after each step, and sets `run.status` when it finishes. The writer
-stamps each step, samples the process tree and refreshes status.json from its flusher thread
-(the caller never waits on the disk), and on exit writes the last hardware sample, flushes, and
-records the final status, also when the engine raised or the disk filled: the last flush
-happens before the terminal status, which ingest relies on.
+`log_*`, calls `step_done` after each step, and ends it with `finish(status)`. A user's script
+does the same with plain values: `log_step(step, metrics)`, `log_trajectories(step, rows)`,
+`log_evals(step, rows)` with records or dicts.
+
+The caller never waits on the disk, and pays microseconds per row: a dict row's keys are checked
+in the call, its values in the flusher thread (`agentrl.record.rows`), where a row that does not
+fit is left out and its `RecordError` is raised by the caller's next call (or by `finish`). The
+flusher also fills in the columns a step row leaves out from the trajectories logged for that
+step, samples the process tree and refreshes status.json. On close the last hardware sample
+is written, everything is flushed, and then the final status is recorded, also when the work
+raised or the disk filled: the last flush happens before the terminal status, which ingest
+relies on.
+
+No signal handler is installed unless asked (`handle_signals`, our engines in a process of their
+own): Ctrl-C in a user's loop raises KeyboardInterrupt as always, and the run is marked
+`cancelled` on its way out (`with` block, or at interpreter exit). A run started by the script
+engine (`supervised`) leaves its process fields and final status to that engine and reports
+its own outcome as `reported_status`.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -23,17 +38,23 @@ import psutil
 from agentrl.record.chunks import ChunkWriter
 from agentrl.record.hardware import ProcessTreeSampler
 from agentrl.record.rows import (
+    FIELD_NAMES,
+    RECORD_TYPES,
+    REQUIRED_FIELDS,
+    STEP_FIELDS_IN_METRICS,
     ActionProbRecord,
     BudgetRecord,
-    EvalRecord,
     HardwareRecord,
     LadderLabelRecord,
     LadderPolicyRecord,
+    RecordError,
     StepRecord,
     TrajectoryRecord,
-    as_record,
+    check_shape,
+    clean_metrics,
+    normalize,
 )
-from agentrl.record.rundir import RunDir, iso, utc_now
+from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, utc_now
 
 
 class StopFlag:
@@ -54,63 +75,165 @@ class StopFlag:
         signal.signal(signal.SIGINT, handler)
 
 
+_TRAJ = {name: i for i, name in enumerate(FIELD_NAMES["trajectories"])}
+# Per table: (keys a dict row may have, keys it must have), and the same when the call gives the step.
+_KEYS = {table: (frozenset(names) | {"run_id"}, frozenset(REQUIRED_FIELDS[table])) for table, names in FIELD_NAMES.items()}
+_KEYS_STEP_GIVEN = {table: (allowed, required - {"step"}) for table, (allowed, required) in _KEYS.items()}
+_FLAGS = (("success", "success_rate"), ("violation", "violation_rate"), ("duplicate_effect", "duplicate_rate"))
+
+
+class _StepTally:
+    """What a step's trajectory rows add up to, gathered in the flusher for a step row that
+    leaves its rates out (a user's `log_step(step, metrics)`)."""
+
+    __slots__ = ("n", "reward", "vetoed", "transitions", "flags", "seen")
+
+    def __init__(self):
+        self.n, self.reward, self.vetoed, self.transitions = 0, 0.0, 0, 0
+        self.flags = dict.fromkeys([name for name, _ in _FLAGS], 0)
+        self.seen: set[str] = set()  # flags some row gave (a rate of flags nobody set would read 0%)
+
+    def add(self, values: tuple, given: Iterable[str]) -> None:
+        self.n += 1
+        self.reward += values[_TRAJ["reward"]]
+        self.vetoed += bool(values[_TRAJ["vetoed"]])
+        self.transitions += len(values[_TRAJ["actions"]])
+        for name, _ in _FLAGS:
+            self.flags[name] += bool(values[_TRAJ[name]])
+        self.seen.update(given)
+
+    def fill(self, row: dict) -> None:
+        row.setdefault("mean_reward", self.reward / self.n)
+        row.setdefault("vetoed", self.vetoed)
+        row.setdefault("transitions", self.transitions)
+        for name, rate in _FLAGS:
+            if name in self.seen:
+                row.setdefault(rate, self.flags[name] / self.n)
+
+
 class Run:
-    """One run's writer; use it as a context manager around the run's work.
+    """One run's writer; use it as a context manager around the run's work, or end it with `finish`.
 
     `handle_signals=True` (our engines, in a process of their own) turns SIGTERM/SIGINT into a
     stop request honoured between steps; a user's own script keeps its own handlers.
+    `supervised=True`: the script engine that started this process owns the run's lifecycle.
+    `close_at_exit=True` (`agentrl.init`): a run still open when the interpreter exits is closed
+    then, `cancelled` after Ctrl-C, `failed` after an uncaught exception. `hardware=False`: no
+    samples of this process (rows imported from another time).
     """
 
     def __init__(self, run_dir: RunDir, total_steps: int | None = None, step_delay: float = 0.0,
                  handle_signals: bool = False, before_close: Callable[[Run], None] | None = None,
-                 flush_interval: float | None = None):
+                 flush_interval: float | None = None, supervised: bool = False, close_at_exit: bool = False,
+                 hardware: bool = True):
         self.dir = run_dir
         self.run_id = run_dir.run_id
         self.total_steps = total_steps
         self.step_delay = step_delay
+        self.supervised = supervised
         self.stop = StopFlag(run_dir)
         if handle_signals:
             self.stop.install()
-        self.sampler = ProcessTreeSampler()
+        self.sampler = ProcessTreeSampler() if hardware else None  # None: rows of another time (an import)
         self.step = 0
         self.peak_rss_bytes = 0
         self.status = "failed"  # until the work says otherwise
         self.error: str | None = None
         self.before_close = before_close  # last rows the work writes, e.g. a measured budget
+        self._finished = False
         self._started = time.monotonic()
         self._status_step = -1
         self._status_lock = threading.Lock()
         self._closed = False
-        run_dir.update_status(
-            status="running", pid=os.getpid(), create_time=psutil.Process().create_time(),
-            started_at=iso(utc_now()), step=0, total_steps=total_steps, error=None,
-        )
+        self._refused: list[RecordError] = []  # rows the flusher left out, not yet raised to the caller
+        self._refused_total = 0
+        self._refused_lock = threading.Lock()
+        self._tallies: dict[int, _StepTally] = {}
+        # First the writer, which claims the folder: a second writer fails here, before it touches the status.
         kwargs = {} if flush_interval is None else {"interval": flush_interval}
-        self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, **kwargs)
+        self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, prepare=self._prepare, **kwargs)
+        if supervised:
+            fields = {"writer_pid": os.getpid(), "step": 0}
+        else:
+            fields = {"status": "running", "pid": os.getpid(), "create_time": psutil.Process().create_time(),
+                      "started_at": iso(utc_now()), "step": 0, "error": None}
+        run_dir.update_status(**fields, total_steps=total_steps if total_steps is not None else (run_dir.status() or {}).get("total_steps"))
+        if close_at_exit:
+            atexit.register(self._close_at_exit)
 
     # -- what a run logs ------------------------------------------------------------------------
 
-    def log(self, table: str, rows: Iterable) -> None:
-        """Rows of any chunk table, as records or dicts of their fields (checked here, in the caller)."""
-        self.writer.append(table, [as_record(table, row) for row in rows])
+    def log(self, table: str, rows: Iterable, step: int | None = None) -> None:
+        """Rows of any chunk table, as records or dicts of their fields. A record was checked when
+        it was made; a dict's keys are checked here and its values in the flusher (a wrong value
+        is raised by the next call). `step` fills a dict row's step and must equal a row's own."""
+        if self._refused:
+            self._raise_refused()
+        record_type = RECORD_TYPES[table]
+        allowed, required = _KEYS[table] if step is None else _KEYS_STEP_GIVEN[table]
+        buffered = []
+        for row in rows:
+            if row.__class__ is dict and row.keys() <= allowed and required <= row.keys():
+                row = dict(row)  # the caller may reuse its dict; the values are read at the flush
+                if step is not None and row.setdefault("step", step) != step:
+                    raise RecordError(f"{table}: a row of step {row['step']!r} was logged as step {step}")
+            elif row.__class__ is not record_type or (step is not None and row.step != step):
+                check_shape(table, row, step)  # raises what is wrong, or passes a dict subclass
+                row = {**row, "step": step} if step is not None else dict(row)
+            buffered.append(row)
+        self.writer.append(table, buffered)
 
-    def log_trajectories(self, rows: Iterable[TrajectoryRecord]) -> None:
-        self.log("trajectories", rows)
+    def log_trajectories(self, step_or_rows: int | Iterable, rows: Iterable | None = None) -> None:
+        """`log_trajectories(step, rows)`: a step's trajectories (TrajectoryRecord or dicts of its
+        fields; `traj_idx`, `task_id` and `reward` are required). Log them before the step itself,
+        so its row can take its rates from them. `log_trajectories(records)` takes typed rows that
+        carry their step."""
+        if rows is None:
+            self.log("trajectories", step_or_rows)
+        else:
+            self.log("trajectories", rows, step=_step_number(step_or_rows))
 
-    def log_step(self, record: StepRecord) -> None:
-        """A finished step; log it after its other rows, so a visible step has them all."""
-        if record.ts is None or record.elapsed_s is None:
-            record = dataclasses.replace(record, ts=record.ts or utc_now(),
-                                         elapsed_s=record.elapsed_s if record.elapsed_s is not None else time.monotonic() - self._started)
-        self.writer.append("steps", [record])
-        self.step = record.step
+    def log_step(self, step: int | StepRecord, metrics: Mapping | None = None) -> None:
+        """A finished step: `log_step(step, metrics)` with a dict of numbers by name, or a
+        StepRecord. Log it after its other rows, so a visible step has them all.
+
+        Metrics named like a column of `steps` (success_rate, violation_rate, duplicate_rate,
+        mean_reward, vetoed, updates, clipped, transitions) fill that column; the rest go to the
+        step's metrics map (None and NaN left out). Columns neither gives are taken from the
+        trajectories logged for this step: mean reward, vetoed, transitions, and the rate of each
+        flag (success, violation, duplicate_effect) the rows set."""
+        if isinstance(step, StepRecord):
+            if metrics is not None:
+                raise RecordError("log_step(StepRecord) takes no metrics; put them in its `metrics` field")
+            record = step
+            if record.ts is None or record.elapsed_s is None:
+                record = dataclasses.replace(record, ts=record.ts or utc_now(), elapsed_s=record.elapsed_s
+                                             if record.elapsed_s is not None else time.monotonic() - self._started)
+            self._raise_refused()
+            self.writer.append("steps", [record])
+            number = record.step
+        else:
+            if self._refused:
+                self._raise_refused()
+            number = step if step.__class__ is int else _step_number(step)
+            if metrics is not None and not isinstance(metrics, Mapping):
+                raise RecordError(f"steps: metrics must be a dict of numbers by name, not {type(metrics).__name__}")
+            # The metrics are copied (the caller may reuse its dict) and checked in the flusher.
+            self.writer.append("steps", [{"step": number, "metrics": dict(metrics) if metrics else {},
+                                          "ts": utc_now(), "elapsed_s": time.monotonic() - self._started}])
+        self.step = number
         self.writer.flush_soon()
 
     def log_action_probs(self, step: int, state: str, distribution: Mapping[str, float]) -> None:
         self.writer.append("action_probs", [ActionProbRecord(step, state, action, float(p)) for action, p in distribution.items()])
 
-    def log_evals(self, rows: Iterable[EvalRecord]) -> None:
-        self.log("evals", rows)
+    def log_evals(self, step_or_rows: int | Iterable, rows: Iterable | None = None) -> None:
+        """`log_evals(step, rows)`: greedy evaluation episodes (EvalRecord or dicts with split,
+        task_id, actions, success, violation); `log_evals(records)` takes typed rows."""
+        if rows is None:
+            self.log("evals", step_or_rows)
+        else:
+            self.log("evals", rows, step=_step_number(step_or_rows))
 
     def log_ladder(self, stage: str, table: Mapping[str, Mapping[str, float]], labels: Iterable[tuple[str, str]] = ()) -> None:
         """A rung of the imitation ladder: the policy at every state, and the labels that made it."""
@@ -139,12 +262,93 @@ class Run:
         from loading a model or cloning a policy."""
         self._started = time.monotonic()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def stop_requested(self) -> bool:
+        """True once someone asked this run to stop (Cancel on the Live page): a loop that checks it
+        between steps ends cleanly, and `finish('cancelled')` records why."""
         return self.stop()
 
     # -- from the flusher thread ----------------------------------------------------------------
 
+    def _prepare(self, pending: dict[str, list]) -> dict[str, list]:
+        """Each dict row checked and made a tuple; a step row completed from its trajectories
+        (which are prepared first). A row that does not fit is left out and its error kept for
+        the caller's next call."""
+        prepared = {}
+        for table in sorted(pending, key=lambda t: t != "trajectories"):
+            kept = []
+            for row in pending[table]:
+                if row.__class__ is dict:
+                    try:
+                        if table == "steps":
+                            row = self._complete_step(row)
+                        values = normalize(table, row)
+                    except RecordError as error:
+                        self._refuse(error, row)
+                        continue
+                    if table == "trajectories":
+                        self._tally(values, row.keys())
+                    kept.append(values)
+                else:
+                    if table == "trajectories" and row.__class__ is TrajectoryRecord:
+                        self._tally(tuple(getattr(row, name) for name in FIELD_NAMES["trajectories"]), _TRAJ)
+                    elif table == "steps" and row.__class__ is StepRecord:
+                        self._forget_tallies(row.step)
+                    kept.append(row)
+            if kept:
+                prepared[table] = kept
+        return prepared
+
+    def _tally(self, values: tuple, given: Iterable[str]) -> None:
+        step = values[_TRAJ["step"]]
+        tally = self._tallies.get(step)
+        if tally is None:
+            tally = self._tallies[step] = _StepTally()
+        tally.add(values, given)
+
+    def _forget_tallies(self, step: int) -> None:
+        """A step row was written: its tally, and any older one, will not be asked for again."""
+        for done in [s for s in self._tallies if s <= step]:
+            del self._tallies[done]
+
+    def _complete_step(self, row: dict) -> dict:
+        """A dict step row with its metrics cleaned, metric names that are columns moved to them,
+        and the columns neither gave filled from its trajectories."""
+        row = dict(row)
+        metrics = dict(row.pop("metrics", None) or {})
+        for name in STEP_FIELDS_IN_METRICS:
+            if name in metrics and name not in row:
+                row[name] = metrics.pop(name)
+        row["metrics"] = clean_metrics(metrics)
+        step = row.get("step")
+        if step.__class__ is int:
+            tally = self._tallies.get(step)
+            if tally is not None:
+                tally.fill(row)
+            self._forget_tallies(step)
+        return row
+
+    def _refuse(self, error: RecordError, row: dict) -> None:
+        step = row.get("step")
+        where = f" (logged with step {step})" if step is not None else ""
+        with self._refused_lock:
+            self._refused.append(RecordError(f"{error}{where}; that row was not recorded"))
+            self._refused_total += 1
+
+    def _raise_refused(self) -> None:
+        if self._refused:  # read without the lock: the common case is an empty list
+            with self._refused_lock:
+                refused, self._refused = self._refused, []
+            if refused:
+                more = len(refused) - 1
+                raise RecordError(str(refused[0]) + (f" (and {more} more rows like it)" if more else ""))
+
     def sample_hardware(self) -> None:
+        if self.sampler is None:
+            return
         sample = self.sampler.sample()
         self.peak_rss_bytes = max(self.peak_rss_bytes, sample["rss_bytes"] or 0)
         self.writer.append("hardware", [HardwareRecord(ts=utc_now(), step=self.step, **sample)])
@@ -163,10 +367,20 @@ class Run:
     # -- the end ----------------------------------------------------------------------------------
 
     def finish(self, status: str = "succeeded", error: str | None = None) -> None:
-        """Set the final status; it is written when the run closes."""
-        self.status, self.error = status, error
+        """End the run: flush everything, then record `status` (succeeded, failed or cancelled)
+        and `error`. Raises RecordError afterwards if rows were left out since the last call."""
+        if status not in TERMINAL_STATUSES:
+            raise ValueError(f"finish(status={status!r}): use one of {list(TERMINAL_STATUSES)}")
+        self.status, self.error, self._finished = status, error, True
+        self.close()
+        self._raise_refused()
 
     def close(self) -> None:
+        with self._status_lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self._close_at_exit)
         errors = []
         for last in (self.sample_hardware, (lambda: self.before_close(self)) if self.before_close else None):
             if last is None:
@@ -181,22 +395,53 @@ class Run:
             # Rows that could not be written (a full disk): the run did not record everything.
             self.status = "failed"
             self.error = (self.error + "; " if self.error else "") + f"the last rows could not be written: {error}"
-        with self._status_lock:
-            self._closed = True
-            fields = dict(status=self.status, ended_at=iso(utc_now()), error=self.error, step=self.step)
-            if errors and self.status != "failed":
-                fields["warnings"] = errors
-            try:
-                self.dir.update_status(**fields)
-            except OSError as error:  # nothing more can be recorded; say it where a person looks
-                print(f"agentrl: cannot write the final status of {self.run_id}: {error}", flush=True)
+        if self._refused_total:
+            errors.append(f"{self._refused_total} rows did not fit their tables and were not recorded")
+        fields = dict(error=self.error, step=self.step)
+        fields.update({"reported_status": self.status} if self.supervised else {"status": self.status, "ended_at": iso(utc_now())})
+        if errors and self.status != "failed":
+            fields["warnings"] = errors
+        try:
+            self.dir.update_status(**fields)
+        except OSError as error:  # nothing more can be recorded; say it where a person looks
+            print(f"agentrl: cannot write the final status of {self.run_id}: {error}", flush=True)
+
+    def _close_at_exit(self) -> None:
+        """The interpreter is exiting with the run still open (no `finish`, no `with`)."""
+        if self._closed:
+            return
+        last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)  # an uncaught exception
+        if last is not None:
+            self._fail_with(type(last), last)
+        elif not self._finished:
+            self.status = "succeeded"
+        self.close()
+
+    def _fail_with(self, exc_type: type, exc: BaseException) -> None:
+        if issubclass(exc_type, KeyboardInterrupt):
+            self.status, self.error = "cancelled", "interrupted (Ctrl-C)"
+        else:
+            self.status, self.error = "failed", f"{exc_type.__name__}: {exc}"
 
     def __enter__(self) -> Run:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        if self._closed:
+            return False
         if exc is not None:
-            self.status = "cancelled" if exc_type is KeyboardInterrupt else "failed"
-            self.error = f"{exc_type.__name__}: {exc}" if exc_type is not KeyboardInterrupt else "interrupted (Ctrl-C)"
+            self._fail_with(exc_type, exc)
+        elif not self._finished:
+            self.status = "succeeded"  # the block ended normally without saying otherwise
         self.close()
+        if exc is None:
+            self._raise_refused()
         return False  # the exception, if any, goes on
+
+
+def _step_number(step) -> int:
+    if step.__class__ is not int:
+        if isinstance(step, bool) or not hasattr(step, "__index__"):
+            raise RecordError(f"step must be an int, not {step!r:.80}")
+        step = int(step)
+    return step

@@ -6,7 +6,7 @@
 <runs_dir>/<run_id>/status.json      where it is: status, pid, create_time, step, ended_at, error
 <runs_dir>/<run_id>/stop             a cancel request (its presence is the request)
 <runs_dir>/<run_id>/stdout.log       everything the run process printed
-<runs_dir>/<run_id>/<table>/part-NNNNN.parquet   chunks (see chunks.py)
+<runs_dir>/<run_id>/chunks/NNNNNNNN.*        chunks, one commit per flush (see chunks.py)
 ```
 
 JSON files are written to a temporary name and renamed into place, so a reader sees the old
@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 RUNS_DIR_ENV = "AGENTRL_RUNS_DIR"
+RUN_DIR_ENV = "AGENTRL_RUN_DIR"  # set by the script engine: `agentrl.init()` in its command writes into this run
+SUPERVISOR_ENV = "AGENTRL_RUN_SUPERVISOR"  # the pid of the engine process that owns that run's lifecycle
 DB_FILENAME = "agentrl.duckdb"
 TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 STATUSES = ("queued", "running") + TERMINAL_STATUSES
@@ -114,6 +116,13 @@ class RunDir:
 
     def status(self) -> dict[str, Any] | None:
         return read_json(self.status_path)
+
+    def update_meta(self, **fields: Any) -> dict[str, Any]:
+        """Add to run.json (a run recorded from a user's script says its config and length once it knows them)."""
+        meta = self.meta() or {}
+        meta.update(fields)
+        write_json_atomic(self.meta_path, meta)
+        return meta
 
     def update_status(self, **fields: Any) -> dict[str, Any]:
         status = self.status() or {}

@@ -93,7 +93,7 @@ def test_a_step_without_trajectories_has_zero_rates():
 def test_dict_rows_become_records_and_unknown_fields_are_named():
     record = as_record("trajectories", {"run_id": "ignored", "step": 1, "traj_idx": 0, "task_id": "t", "reward": 0.0})
     assert isinstance(record, TrajectoryRecord)
-    with pytest.raises(RecordError, match="unexpected keyword argument 'rewrd'"):
+    with pytest.raises(RecordError, match="unknown field\\(s\\) 'rewrd' \\(did you mean 'reward'\\?\\)"):
         as_record("trajectories", {"step": 1, "traj_idx": 0, "task_id": "t", "rewrd": 0.0})
     with pytest.raises(RecordError, match="must be TrajectoryRecord or dict"):
         as_record("trajectories", [1, 2])
@@ -108,3 +108,36 @@ def test_the_record_version_is_written_into_every_new_run(tmp_path):
 
     run = new_run(tmp_path / "runs", "v", "tabular", "outcome", {})
     assert run.meta()["record_schema_version"] == RECORD_SCHEMA_VERSION
+
+
+def test_numpy_scalars_and_0d_arrays_become_plain_values_and_an_int_is_not_a_bool():
+    import numpy as np
+
+    row = traj(0, reward=np.float32(0.5), success=np.bool_(True), amount=np.int64(80), advantages=[np.float64(1.0)])
+    assert (row.reward, row.success, row.amount, row.advantages) == (0.5, True, 80, [1.0])
+    assert (type(row.reward), type(row.success), type(row.amount)) == (float, bool, int)
+    assert traj(1, reward=np.array(2.0)).reward == 2.0
+    with pytest.raises(RecordError, match="trajectories.success must be a bool, not 1"):
+        traj(2, success=1)
+
+
+def test_a_dict_row_normalizes_to_its_values_in_field_order_with_defaults():
+    from agentrl.record.rows import FIELD_NAMES, normalize
+
+    values = normalize("trajectories", {"traj_idx": 0, "task_id": "t", "reward": 1}, step=4)
+    row = dict(zip(FIELD_NAMES["trajectories"], values))
+    assert (row["step"], row["reward"], row["eligible"], row["actions"], row["extras"]) == (4, 1, True, [], None)
+    with pytest.raises(RecordError, match="a row of step 3 was logged as step 4"):
+        normalize("trajectories", {"step": 3, "traj_idx": 0, "task_id": "t", "reward": 1.0}, step=4)
+
+
+def test_a_chunk_written_before_a_column_existed_is_read_with_nulls_in_it():
+    from agentrl.record.rows import conform, to_arrow
+
+    current = to_arrow("trajectories", [traj(0)], run_id="r")
+    older = current.drop_columns(["extras", "verifier_reason"])
+    read = conform("trajectories", older)
+    assert read.schema.equals(TABLE_SCHEMAS["trajectories"])
+    assert read.column("extras").to_pylist() == [None]
+    with pytest.raises(ValueError, match=r"missing columns \['reward'\]"):
+        conform("trajectories", current.drop_columns(["reward"]))

@@ -62,9 +62,8 @@ def test_a_final_flush_that_fails_marks_the_run_failed_not_succeeded(run_dir, mo
 
     run = Run(run_dir)
     log_one_step(run, 1)
-    run.finish("succeeded")
     monkeypatch.setattr(chunks, "_write_atomic", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device")))
-    run.close()
+    run.finish("succeeded")
     status = run_dir.status()
     assert status["status"] == "failed"
     assert "could not be written" in status["error"] and "No space left" in status["error"]
@@ -128,8 +127,55 @@ def test_hardware_and_status_are_sampled_even_when_steps_end_faster_than_the_int
     assert samples >= 3
 
 
-def test_a_wrong_row_fails_in_the_caller_naming_the_field(run_dir):
+def test_a_misspelt_or_missing_field_fails_in_the_call_naming_it(run_dir):
     with Run(run_dir) as run:
-        with pytest.raises(RecordError, match="trajectories.reward"):
-            run.log("trajectories", [{"step": 1, "traj_idx": 0, "task_id": "t", "reward": "lots"}])
+        with pytest.raises(RecordError, match="'rewad' \\(did you mean 'reward'\\?\\)"):
+            run.log_trajectories(1, [{"traj_idx": 0, "task_id": "t", "rewad": 1.0}])
+        with pytest.raises(RecordError, match="trajectories.task_id must be given"):
+            run.log_trajectories(1, [{"traj_idx": 0, "reward": 1.0}])
+        with pytest.raises(RecordError, match="rows must be TrajectoryRecord or dict, not list"):
+            run.log_trajectories(1, [[0, "t", 1.0]])
         run.finish("succeeded")
+
+
+def test_a_wrong_value_is_raised_by_the_next_call_naming_the_field_and_the_rest_is_recorded(run_dir):
+    """Values are checked off the caller's path: the error comes one call later, with the step it was logged at."""
+    run = Run(run_dir)
+    run.log_trajectories(1, [{"traj_idx": 0, "task_id": "t", "reward": "lots"}, {"traj_idx": 1, "task_id": "t", "reward": 1.0}])
+    run.writer.flush()
+    with pytest.raises(RecordError, match=r"trajectories.reward must be a number, not 'lots' \(logged with step 1\); that row was not recorded"):
+        run.log_step(1, {"loss": 0.5})
+    run.log_step(1, {"loss": "high"})
+    with pytest.raises(RecordError, match=r"steps.metrics\['loss'\] must be a number, not 'high'"):
+        run.finish("succeeded")
+    import pyarrow.parquet as pq
+
+    (path,) = chunk_files(run_dir.root, "trajectories")
+    assert pq.read_table(path).column("traj_idx").to_pylist() == [1]
+    assert chunk_files(run_dir.root, "steps") == []
+    status = run_dir.status()
+    assert status["status"] == "succeeded" and "2 rows did not fit" in status["warnings"][0]
+
+
+def test_a_row_of_another_step_than_the_call_is_refused_in_the_call(run_dir):
+    with Run(run_dir) as run:
+        with pytest.raises(RecordError, match="a row of step 2 was logged as step 1"):
+            run.log_trajectories(1, [{"step": 2, "traj_idx": 0, "task_id": "t", "reward": 1.0}])
+        with pytest.raises(RecordError, match="a row of step 2 was logged as step 1"):
+            run.log_trajectories(1, [TrajectoryRecord(step=2, traj_idx=0, task_id="t", reward=1.0)])
+        with pytest.raises(RecordError, match="step must be an int"):
+            run.log_step("one", {"loss": 1.0})
+
+
+def test_a_second_writer_on_one_run_folder_is_refused_before_it_touches_the_status(run_dir):
+    """Two writers would number their commits alike and overwrite each other's rows."""
+    from agentrl.record.chunks import WriterBusyError
+
+    with Run(run_dir) as first:
+        status = run_dir.status()
+        with pytest.raises(WriterBusyError, match="already being written"):
+            Run(run_dir)
+        assert run_dir.status() == status
+        log_one_step(first, 1)
+    with Run(run_dir) as again:  # released at close
+        log_one_step(again, 2)

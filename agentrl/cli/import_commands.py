@@ -1,0 +1,40 @@
+"""Commands that bring other trackers' history into the store: `import-trackio`."""
+
+from __future__ import annotations
+
+import argparse
+
+from agentrl.cli.common import UsageError, add_runs_dir, runs_dir_of
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    trackio = sub.add_parser("import-trackio", help="import a Trackio project (its .db file) as agentrl runs")
+    trackio.add_argument("project_db", metavar="PROJECT_DB",
+                         help="the project's SQLite file (Trackio keeps <project>.db in ~/.cache/huggingface/trackio)")
+    add_runs_dir(trackio)
+    trackio.set_defaults(func=cmd_import_trackio)
+
+
+def cmd_import_trackio(args: argparse.Namespace) -> int:
+    from agentrl.integrations.trackio import TrackioImportError, import_project
+    from agentrl.store.ingest import StoreLockedError, ingest_once
+
+    runs_dir = runs_dir_of(args)
+    try:
+        report = import_project(args.project_db, runs_dir)
+    except TrackioImportError as error:
+        raise UsageError(str(error)) from None
+    for name, run_id, steps, completions in report.imported:
+        print(f"imported {name}: {steps} steps, {completions} completions -> {run_id}")
+    for name, run_id in report.already:
+        print(f"skipped {name}: already imported as {run_id}")
+    if report.skipped_values:
+        print(f"left out {report.skipped_values} values that are neither numbers nor tables (media, histograms)")
+    if not report.imported and not report.already:
+        print("the project has no runs")
+    try:
+        ingested = ingest_once(runs_dir, wait_s=0.0)
+        print(f"ingested {ingested.rows} rows from {ingested.files} chunks")
+    except StoreLockedError:
+        print("the store is open elsewhere (the dashboard ingests the runs itself)")
+    return 0

@@ -1,0 +1,73 @@
+"""A cheap look at whether any run has committed chunks since the last look: the dashboard's
+wake-up, so a logged step is ingested within tens of milliseconds instead of at the next tick.
+
+Run process -> chunks -> **watch** -> store. A commit renames files into `<run>/chunks/`, which
+moves that folder's modification time. `CommitWatch.changed()` stats the chunks folder of every
+run written to recently (one `stat` each, microseconds), and rescans the runs directory about
+once a second to find new runs and forget idle ones; `BackgroundIngest(wake=watch.changed)`
+polls it between its regular ticks. On a file system whose times are coarse (a second or more)
+a change can go unseen: the regular tick still takes it, as it always did.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from agentrl.record.chunks import CHUNKS_DIR
+
+RESCAN_S = 1.0  # how often the runs directory itself is listed
+ACTIVE_WINDOW_S = 120.0  # a run whose chunks have not moved for this long is no longer polled
+
+
+class CommitWatch:
+    """`changed()`: True when some recently active run's chunks folder moved since the last call."""
+
+    def __init__(self, runs_dir: Path, rescan_s: float = RESCAN_S, active_window_s: float = ACTIVE_WINDOW_S):
+        self.runs_dir = Path(runs_dir)
+        self.rescan_s = rescan_s
+        self.active_window_s = active_window_s
+        self._seen: dict[str, int] = {}  # chunks folder -> its mtime (ns) at the last look
+        self._last_scan = float("-inf")
+
+    def changed(self) -> bool:
+        changed = False
+        if time.monotonic() - self._last_scan >= self.rescan_s:
+            changed = self._rescan()
+        for folder, before in list(self._seen.items()):
+            try:
+                now = os.stat(folder).st_mtime_ns
+            except OSError:
+                del self._seen[folder]
+                continue
+            if now != before:
+                self._seen[folder] = now
+                changed = True
+        return changed
+
+    def _rescan(self) -> bool:
+        """List the runs directory: add runs written to within the window (a new one counts as a
+        change), drop the others."""
+        self._last_scan = time.monotonic()
+        horizon = time.time_ns() - int(self.active_window_s * 1e9)
+        found = False
+        try:
+            entries = list(os.scandir(self.runs_dir))
+        except OSError:
+            return False
+        active = {}
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            folder = os.path.join(entry.path, CHUNKS_DIR)
+            try:
+                mtime = os.stat(folder).st_mtime_ns
+            except OSError:
+                continue
+            if mtime >= horizon:
+                if self._seen.get(folder) != mtime:
+                    found = True
+                active[folder] = mtime
+        self._seen = active
+        return found

@@ -1,0 +1,101 @@
+"""Tests of agentrl/integrations/trackio.py and `python -m agentrl import-trackio`: a project written
+by Trackio itself (installed for the tests, run offline) comes into the store whole."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from helpers import agentrl, ok, store_rows
+
+WRITE_PROJECT = textwrap.dedent("""
+    import pandas as pd
+    import trackio
+
+    trackio.init(project="grpo-demo", name="run-a", config={"lr": 0.01, "model": "tiny", "reward_weights": [1.0, 0.5]})
+    for step in (1, 2, 3):
+        table = pd.DataFrame({"step": [step] * 2, "prompt": ["refund 20", "refund 80"], "completion": ["ok", "no"],
+                              "length": [1.0, 0.5], "polite": [0.0, 1.0], "task_id": ["small", "large"],
+                              "advantage": [0.7, -0.7]})
+        trackio.log({"reward": 0.5 * step, "loss": 1.0 / step, "kl": float("nan"), "rewards/length/mean": 0.75,
+                     "rewards/polite/mean": 0.5, "completions": trackio.Table(dataframe=table)}, step=step)
+    trackio.finish()
+    trackio.init(project="grpo-demo", name="run-b", config={"lr": 0.02})
+    for step in (1, 2):
+        trackio.log({"reward": 0.1 * step}, step=step)
+    trackio.finish()
+""")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """`grpo-demo.db`, written by trackio in a process of its own (offline)."""
+    home = tmp_path_factory.mktemp("trackio")
+    env = {**os.environ, "TRACKIO_DIR": str(home), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-c", WRITE_PROJECT], cwd=home, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    path = home / "grpo-demo.db"
+    assert path.is_file(), list(home.iterdir())
+    return path
+
+
+def test_a_trackio_project_round_trips_into_the_store(project, runs_dir):
+    before = hashlib.sha256(project.read_bytes()).hexdigest()
+    result = ok(agentrl("import-trackio", project, "--runs-dir", runs_dir))
+    assert "imported run-a: 3 steps, 6 completions" in result.stdout
+    assert "imported run-b: 2 steps, 0 completions" in result.stdout
+    assert hashlib.sha256(project.read_bytes()).hexdigest() == before  # read-only
+
+    runs = {r[0]: r[1:] for r in store_rows(runs_dir, "SELECT name, kind, status, total_steps, config FROM runs")}
+    assert set(runs) == {"run-a", "run-b"}
+    kind, status, total, config = runs["run-a"]
+    assert (kind, status, total) == ("script", "succeeded", 3)
+    import json
+
+    config = json.loads(config)
+    assert (config["lr"], config["model"], config["trackio"]["project"]) == (0.01, "tiny", "grpo-demo")
+
+    steps = store_rows(runs_dir, "SELECT step, mean_reward, metrics FROM steps JOIN runs USING (run_id) "
+                                 "WHERE name = 'run-a' ORDER BY step")
+    assert [(s, m) for s, m, _ in steps] == [(1, 0.5), (2, 1.0), (3, 1.5)]
+    assert steps[1][2] == {"reward": 1.0, "loss": 0.5, "rewards/length/mean": 0.75, "rewards/polite/mean": 0.5}  # NaN left out
+    trajectories = store_rows(runs_dir, "SELECT step, traj_idx, task_id, prompt, completion, components, reward, advantages "
+                                        "FROM trajectories ORDER BY step, traj_idx")
+    assert len(trajectories) == 6
+    assert trajectories[0] == (1, 0, "small", "refund 20", "ok", {"length": 1.0, "polite": 0.0}, 1.0, [0.7])
+    # TRL's reward: the weighted sum with the run's reward_weights (1.0, 0.5).
+    assert trajectories[1][6] == pytest.approx(0.5 + 0.5 * 1.0)
+    assert store_rows(runs_dir, "SELECT count(*) FROM hardware") == [(0,)]  # the importer's own process is not the run's
+
+
+def test_importing_again_adds_nothing(project, runs_dir):
+    ok(agentrl("import-trackio", project, "--runs-dir", runs_dir))
+    again = ok(agentrl("import-trackio", project, "--runs-dir", runs_dir))
+    assert again.stdout.count("already imported") == 2
+    assert store_rows(runs_dir, "SELECT count(*) FROM runs") == [(2,)]
+    assert store_rows(runs_dir, "SELECT count(*) FROM steps") == [(5,)]
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda tmp: tmp / "missing.db", "is not a file"),
+    (lambda tmp: (tmp / "text.db").write_text("not sqlite") and tmp / "text.db", "cannot read"),
+])
+def test_a_file_that_is_not_a_trackio_project_is_one_line_and_nothing_is_written(tmp_path, runs_dir, make, message):
+    result = agentrl("import-trackio", make(tmp_path), "--runs-dir", runs_dir)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not runs_dir.exists() or list(runs_dir.iterdir()) == []
+
+
+def test_a_sqlite_file_without_trackio_tables_is_refused(tmp_path, runs_dir):
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+    result = agentrl("import-trackio", other, "--runs-dir", runs_dir)
+    assert result.returncode == 2 and "has no metrics table; it is not a Trackio project" in result.stderr
