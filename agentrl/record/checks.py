@@ -60,7 +60,7 @@ def _scalar(kind: pa.DataType):
             raise ValueError
         return as_bool, "a bool"
     if pa.types.is_integer(kind):
-        low, high = (INT32_MIN, INT32_MAX) if kind == pa.int32() else (INT64_MIN, INT64_MAX)
+        low, high = (INT32_MIN, INT32_MAX) if kind.equals(pa.int32()) else (INT64_MIN, INT64_MAX)
 
         def as_int(v):
             v = _item(v)
@@ -137,7 +137,7 @@ def _scalar_test(kind: pa.DataType, v: str) -> str:
     if pa.types.is_boolean(kind):
         return f"{v}.__class__ is bool"
     if pa.types.is_integer(kind):
-        low, high = (INT32_MIN, INT32_MAX) if kind == pa.int32() else (INT64_MIN, INT64_MAX)
+        low, high = (INT32_MIN, INT32_MAX) if kind.equals(pa.int32()) else (INT64_MIN, INT64_MAX)
         return f"({v}.__class__ is int and {low} <= {v} <= {high})"
     if pa.types.is_floating(kind):
         return f"({v}.__class__ is float or {v}.__class__ is int)"
