@@ -160,12 +160,15 @@ def run_tests(
     *,
     temp_root: Path | None = None,
     isolate_user: bool | None = None,
+    writable: Sequence[str] | None = None,
 ) -> SandboxResult:
     """Write `files` into a throw-away copy of `workspace` and run `test_command` there.
 
     Passes when the command exits 0 and the protected paths are as they were. `temp_root` is
     where the copy is made (default `default_temp_root()`); it is empty again when this returns.
     `isolate_user` (default: when running as root) runs the command as a sandbox user of its own.
+    `writable` is the task's allow-list of what an attempt may create or change (glob patterns;
+    None: anything the rules for every task allow, `agentrl.sandbox.paths`).
 
     For example, with a repository whose tests live under tests/:
 
@@ -185,7 +188,7 @@ def run_tests(
         raise ValueError("isolate_user=True needs root (to switch to a sandbox user); pass isolate_user=False")
 
     for path in files:
-        reason = refusal_reason(path, protected)
+        reason = refusal_reason(path, protected, writable)
         if reason:
             return _refused(reason)
 
@@ -203,7 +206,7 @@ def run_tests(
         tmp.mkdir()
         for path, content in files.items():
             relative = normalised(path)
-            reason = refusal_in_copy(copy, relative, protected)
+            reason = refusal_in_copy(copy, relative, protected, writable)
             if reason is None:
                 try:
                     write_file(copy / relative, content)

@@ -90,6 +90,8 @@ class CodingTask:
     """The tests and their runner: writes there are refused."""
     fix: dict[str, str]
     """The honest fix: path -> fixed content of the files it changes."""
+    writable: list[str]
+    """What an attempt may create or change (glob patterns): the solution's files only."""
 
 
 def _read_tree(root: Path) -> dict[str, str]:
@@ -117,7 +119,7 @@ def load_repository(task_id: str, description: str) -> tuple[dict[str, str], dic
 
 def _task(task_id: str, description: str) -> CodingTask:
     files, fix = load_repository(task_id, description)
-    return CodingTask(task_id, description, files, list(TEST_COMMAND), list(PROTECTED), fix)
+    return CodingTask(task_id, description, files, list(TEST_COMMAND), list(PROTECTED), fix, writable=sorted(fix))
 
 
 SLUGIFY = _task(
@@ -162,7 +164,7 @@ def prompt_messages(task: CodingTask) -> list[Message]:
 
 def dataset_rows(root: Path, task_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """One TRL dataset row per task, its repository written under `root`: `prompt` (chat
-    messages), `workspace`, `test_command`, `protected`, `tools`, `task_id`."""
+    messages), `workspace`, `test_command`, `protected`, `writable`, `tools`, `task_id`."""
     rows = []
     for task_id in task_ids or CODING_TASKS:
         task = CODING_TASKS[task_id]
@@ -173,6 +175,7 @@ def dataset_rows(root: Path, task_ids: Sequence[str] | None = None) -> list[dict
                 "workspace": str(materialize(task, root)),
                 "test_command": list(task.test_command),
                 "protected": list(task.protected),
+                "writable": list(task.writable),
                 "tools": TOOLS,
             }
         )
