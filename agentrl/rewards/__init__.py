@@ -242,13 +242,15 @@ def tests_outcomes(
     protected: Any = None,
     *,
     writable: Any = None,
+    answer_keys: Any = None,
     workers: int | None = None,
     limits: SandboxLimits | None = None,
     temp_root: Path | None = None,
 ) -> list[TestsOutcome]:
     """Run each completion's files against its workspace's tests, `workers` sandboxes at a time
     (default: one per core). Columns may be single values or one entry per completion;
-    `writable` (the task's allow-list of paths an attempt may write) may be None for a row."""
+    `writable` (the task's allow-list of paths an attempt may write) and `answer_keys` (a
+    directory of answer keys the test process alone receives) may be None for a row."""
     n = len(completions)
     if workspace is None or test_command is None:
         raise ValueError("tests_reward needs the dataset columns 'workspace' and 'test_command' (and 'protected'); see agentrl.coding_tasks.dataset_rows")
@@ -256,6 +258,7 @@ def tests_outcomes(
     commands = _per_row(test_command, n, _is_str_list, "test_command")
     protected_paths = _per_row(protected or [], n, _is_str_list, "protected")
     allow_lists = _per_row(writable, n, lambda v: v is None or _is_str_list(v), "writable")
+    keys = _per_row(answer_keys, n, lambda v: v is None or isinstance(v, (str, Path)), "answer_keys")
     limits = limits or SandboxLimits()
 
     def one(i: int) -> TestsOutcome:
@@ -263,7 +266,7 @@ def tests_outcomes(
         if not files:
             return TestsOutcome(score=0.0, passed=False, reason="no files written")
         result = run_tests(Path(workspaces[i]), files, list(commands[i]), list(protected_paths[i]), limits,
-                           temp_root=temp_root, writable=allow_lists[i])
+                           temp_root=temp_root, writable=allow_lists[i], answer_keys=keys[i])
         return TestsOutcome(score=1.0 if result.passed else 0.0, passed=result.passed, reason=result.reason, sandbox=result)
 
     workers = max(1, min(workers or os.cpu_count() or 1, n or 1))
@@ -305,6 +308,7 @@ class TestsReward:
             columns.get("test_command"),
             columns.get("protected"),
             writable=columns.get("writable"),
+            answer_keys=columns.get("answer_keys"),
             workers=workers or self.workers,
             limits=self.limits,
             temp_root=self.temp_root,

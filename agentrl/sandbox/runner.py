@@ -2,28 +2,29 @@
 the workspace's own test command run there under limits (SPEC section 10).
 
 Run process -> rewards (`agentrl.rewards.tests_reward`) -> **sandbox**. `run_tests` refuses
-writes that would leave the copy or touch the tests, copies the workspace, writes the files, runs
-the command under wall-clock, CPU, address-space, file-size and process-count limits with a
-scrubbed environment (as an unprivileged user of its own when started as root), kills every
-process the run left behind, and removes the copy. It answers with a `SandboxResult`: pass or
-fail, and a short reason a person can read.
+writes that would leave the copy, touch the tests or change how they run (`paths`), copies the
+workspace, writes the files, runs the command under wall-clock, CPU, address-space, file-size and
+process-count limits with a scrubbed environment (as an unprivileged user of its own when started
+as root), kills every process the run left behind, and removes the copy. A Python test command
+(pytest, unittest, a script) runs through the harness (`harness`), and the verdict comes from the
+result it writes after every test ran, checked against a per-run nonce and the count of tests the
+protected suite holds (`verdict`); the exit code alone decides only for other commands. It
+answers with a `SandboxResult`: pass or fail, a short reason a person can read, and the detector
+that decided.
 
 These limits bound accidents (a loop, a fork bomb, a runaway allocation, a test that deletes its
 own directory). They are NOT a security boundary: the run shares the kernel, the network and the
 file system of the host (the README's "The test sandbox" section says how to add one).
 
-This file is also the launcher each run goes through: `python -I -S sandbox.py --stub CONFIG --
-COMMAND...` (`_stub_main`) makes itself the reaper of everything the command starts, applies the
-limits, drops to the sandbox user and execs the command; asked to stop, it kills and reaps the
-lot. Doing that in a launcher rather than a `preexec_fn` keeps `run_tests` safe to call from many
-threads at once, and lets the kill be atomic (`kill(-1)` as the sandbox user) and leave no zombie
-even where PID 1 does not reap orphans.
+Each run goes through the launcher in `stub` (limits, user, reaping) and, for a Python test
+command, the harness in `harness`; both are separate programs that import nothing of agentrl.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -31,12 +32,14 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrl.sandbox import stub
+from agentrl.sandbox import harness, stub, suite
+from agentrl.sandbox.verdict import REFUSED, TestCommand, judge, parse_command, read_record
 from agentrl.sandbox.paths import fingerprint, is_under, normalised, refusal_in_copy, refusal_reason, write_file
 from agentrl.sandbox.users import (
     Slot,
@@ -48,7 +51,7 @@ from agentrl.sandbox.users import (
     remove_tree,
     uids,
 )
-from agentrl.sandbox.stub import _SETUP_FAILED_EXIT, _STOP_GRACE_S, _STUB_MARK
+from agentrl.sandbox.stub import _STOP_GRACE_S
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -88,10 +91,17 @@ class SandboxResult:
     passed: bool
     reason: str
     """Short and for people: 'tests passed', 'tests failed (exit 1)', 'refused: protected path
-    tests/test_x.py', 'timed out after 3.0s', 'killed by signal SIGXCPU (cpu limit)', ..."""
+    tests/test_x.py', 'runner integrity: 0 of 1 tests ran', 'timed out after 3.0s', ..."""
     returncode: int | None
     duration_s: float
     output_tail: str
+    detector: str | None = None
+    """What decided a run that did not pass (`agentrl.sandbox.verdict.DETECTORS`): 'refused
+    path', 'runner integrity', 'tests failed', 'resource limit' or 'sandbox setup'; None when
+    it passed."""
+    tests: dict | None = None
+    """The harness's counts (collected, executed, passed, failed, skipped) and the number of
+    tests the protected suite holds ('expected'); None when the exit code alone decided."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,7 +158,44 @@ def _hand_over(copy: Path, home: Path, tmp: Path, slot: Slot, protected: Sequenc
 
 
 def _refused(reason: str) -> SandboxResult:
-    return SandboxResult(passed=False, reason=reason, returncode=None, duration_s=0.0, output_tail="")
+    return SandboxResult(passed=False, reason=reason, returncode=None, duration_s=0.0, output_tail="", detector=REFUSED)
+
+
+def _answer_keys(answer_keys: Mapping[str, str] | str | Path | None) -> dict[str, str]:
+    """Answer keys by name: as given, or every `*.py` of a directory by stem."""
+    if answer_keys is None:
+        return {}
+    if isinstance(answer_keys, Mapping):
+        return dict(answer_keys)
+    directory = Path(answer_keys)
+    if not directory.is_dir():
+        raise ValueError(f"answer_keys {directory} is not a directory")
+    return {path.stem: path.read_text(encoding="utf-8") for path in sorted(directory.glob("*.py"))}
+
+
+def _place_harness(run_dir: Path) -> Path:
+    """The harness, the suite helper and an empty pytest configuration, in a directory of the run
+    outside the workspace that the run may read but not change."""
+    directory = run_dir / "harness"
+    directory.mkdir()
+    shutil.copyfile(harness.__file__, directory / "harness.py")
+    shutil.copyfile(suite.__file__, directory / "agentrl_suite.py")
+    (directory / "pytest.ini").write_text("[pytest]\n")
+    for path in directory.iterdir():
+        path.chmod(0o444)
+    directory.chmod(0o555)
+    return directory
+
+
+def _memfd(name: str, content: bytes = b"") -> int:
+    fd = os.memfd_create(name)  # close-on-exec here; passed on by pass_fds alone
+    os.write(fd, content)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+_EXPECTED: dict[tuple, int | None] = {}
+_EXPECTED_LOCK = threading.Lock()
 
 
 def run_tests(
@@ -161,14 +208,18 @@ def run_tests(
     temp_root: Path | None = None,
     isolate_user: bool | None = None,
     writable: Sequence[str] | None = None,
+    answer_keys: Mapping[str, str] | str | Path | None = None,
 ) -> SandboxResult:
     """Write `files` into a throw-away copy of `workspace` and run `test_command` there.
 
-    Passes when the command exits 0 and the protected paths are as they were. `temp_root` is
-    where the copy is made (default `default_temp_root()`); it is empty again when this returns.
-    `isolate_user` (default: when running as root) runs the command as a sandbox user of its own.
-    `writable` is the task's allow-list of what an attempt may create or change (glob patterns;
-    None: anything the rules for every task allow, `agentrl.sandbox.paths`).
+    Passes when the verdict says every test ran and passed (for a Python test command, from the
+    harness's result; otherwise from the exit code) and the protected paths are as they were.
+    `temp_root` is where the copy is made (default `default_temp_root()`); it is empty again when
+    this returns. `isolate_user` (default: when running as root) runs the command as a sandbox
+    user of its own. `writable` is the task's allow-list of what an attempt may create or change
+    (glob patterns; None: anything the rules for every task allow, `agentrl.sandbox.paths`).
+    `answer_keys` (name -> Python source, or a directory of `*.py`) reach the test process alone,
+    as `agentrl_suite.answer_key(name)`, never the workspace.
 
     For example, with a repository whose tests live under tests/:
 
@@ -192,100 +243,163 @@ def run_tests(
         if reason:
             return _refused(reason)
 
-    temp_root = own_directory(Path(temp_root) if temp_root is not None else default_temp_root(), 0o711)
-    slot = acquire_slot() if isolate_user else None
-    run_dir: Path | None = None
-    process: subprocess.Popen | None = None
-    try:
-        if slot is not None and temp_root.stat().st_uid == os.geteuid():
-            temp_root.chmod(stat.S_IMODE(temp_root.stat().st_mode) | stat.S_IXOTH)
-        run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=temp_root))
-        copy, home, tmp = run_dir / "workspace", run_dir / "home", run_dir / "tmp"
-        shutil.copytree(workspace, copy, symlinks=True, ignore=_ignore_specials)
-        home.mkdir()
-        tmp.mkdir()
-        for path, content in files.items():
-            relative = normalised(path)
-            reason = refusal_in_copy(copy, relative, protected, writable)
-            if reason is None:
-                try:
-                    write_file(copy / relative, content)
-                except OSError as err:
-                    reason = f"refused: cannot write {relative} ({err.strerror})"
-            if reason:
-                return _refused(reason)
-        protected_before = fingerprint(copy, protected)
+    command = parse_command(list(test_command))
+    keys = _answer_keys(answer_keys)
+    run = _Run(workspace, list(test_command), command, list(protected), limits, temp_root, isolate_user, keys)
+    expected = _expected_tests(run) if command.runner in ("pytest", "unittest") else None
+    return run.execute(files, writable, expected=expected)
 
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": str(home),
-            "TMPDIR": str(tmp),
-            "LANG": os.environ.get("LANG", "C.UTF-8"),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-        }
-        config: dict = {
-            "cpu_s": limits.cpu_s,
-            "address_space_bytes": limits.address_space_bytes,
-            "file_size_bytes": limits.file_size_bytes,
-            "max_processes": limits.max_processes,
-            "uid": None,
-            "gid": None,
-            "read_search": False,
-        }
-        if slot is not None:
-            run_dir.chmod(0o711)  # the sandbox user may pass through, not list or rename
-            _hand_over(copy, home, tmp, slot, protected)
-            program = test_command[0]
-            executable = shutil.which(program, path=env["PATH"]) if "/" not in program else str(copy / program)
-            reachable = [temp_root] + ([Path(executable), Path(executable).resolve()] if executable else [])
-            config.update(uid=slot.uid, gid=slot.gid, read_search=not all(map(_traversable_by_others, reachable)))
-        else:
-            # Without a user of its own the run shares RLIMIT_NPROC with everything this user
-            # runs, so the limit is what runs now plus the run's allowance.
-            config["max_processes"] = _count_own_tasks() + limits.max_processes
 
-        launcher = [sys.executable, "-I", "-S", str(Path(stub.__file__).resolve()), "--stub", json.dumps(config), "--"]
-        started = time.monotonic()
-        process = subprocess.Popen(
-            launcher + list(test_command),
-            cwd=copy,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        output, stopped = _read_until_exit(process, started + limits.timeout_s, limits.output_bytes)
-        returncode = process.wait()
-        duration = time.monotonic() - started
-        tail = output.decode("utf-8", errors="replace")
-        reason = _reason(returncode, stopped, tail, limits)
-        if reason is None:
-            changed = [p for p, d in fingerprint(copy, protected).items() if d != protected_before[p]]
-            reason = f"protected path changed during the run: {changed[0]}" if changed else "tests passed"
-        return SandboxResult(
-            passed=reason == "tests passed",
-            reason=reason,
-            returncode=returncode,
-            duration_s=round(duration, 3),
-            output_tail=tail,
-        )
-    finally:
-        if process is not None:
-            if process.poll() is None:
-                _stop(process)
-            if process.stdout is not None:
-                process.stdout.close()
-        if slot is not None:
-            kill_processes(lambda p: slot.uid in uids(p))
-        if run_dir is not None:
-            home_marker = str(run_dir / "home")
-            kill_processes(lambda p: _home_of(p) == home_marker)
-            remove_tree(run_dir)
-        if slot is not None:
-            remove_strays(slot.uid)
-            release_slot(slot)
+def _expected_tests(run: "_Run") -> int | None:
+    """How many tests the protected suite holds: collected once, without the attempt's files,
+    per workspace, command and protected content (None when that collection itself fails)."""
+    key = (str(run.workspace.resolve()), tuple(run.test_command), json.dumps(fingerprint(run.workspace, run.protected)))
+    with _EXPECTED_LOCK:
+        if key in _EXPECTED:
+            return _EXPECTED[key]
+    record = run.execute({}, None, mode="collect").tests
+    count = int(record["collected"]) if record and not record.get("collect_errors") and record.get("collected") else None
+    with _EXPECTED_LOCK:
+        _EXPECTED[key] = count
+    return count
+
+
+@dataclass
+class _Run:
+    """One task's run settings; `execute` makes a copy, writes the files and runs it once."""
+
+    workspace: Path
+    test_command: list[str]
+    command: TestCommand
+    protected: list[str]
+    limits: SandboxLimits
+    temp_root: Path | None
+    isolate_user: bool
+    keys: dict[str, str]
+
+    def execute(self, files: dict[str, str], writable: Sequence[str] | None, *, mode: str = "run",
+                expected: int | None = None) -> SandboxResult:
+        limits, protected = self.limits, self.protected
+        temp_root = own_directory(Path(self.temp_root) if self.temp_root is not None else default_temp_root(), 0o711)
+        slot = acquire_slot() if self.isolate_user else None
+        run_dir: Path | None = None
+        process: subprocess.Popen | None = None
+        fds: list[int] = []
+        try:
+            if slot is not None and temp_root.stat().st_uid == os.geteuid():
+                temp_root.chmod(stat.S_IMODE(temp_root.stat().st_mode) | stat.S_IXOTH)
+            run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=temp_root))
+            copy, home, tmp = run_dir / "workspace", run_dir / "home", run_dir / "tmp"
+            shutil.copytree(self.workspace, copy, symlinks=True, ignore=_ignore_specials)
+            home.mkdir()
+            tmp.mkdir()
+            for path, content in files.items():
+                relative = normalised(path)
+                reason = refusal_in_copy(copy, relative, protected, writable)
+                if reason is None:
+                    try:
+                        write_file(copy / relative, content)
+                    except OSError as err:
+                        reason = f"refused: cannot write {relative} ({err.strerror})"
+                if reason:
+                    return _refused(reason)
+            protected_before = fingerprint(copy, protected)
+
+            env = {
+                "PATH": os.environ.get("PATH", os.defpath),
+                "HOME": str(home),
+                "TMPDIR": str(tmp),
+                "LANG": os.environ.get("LANG", "C.UTF-8"),
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONHASHSEED": "0",
+            }
+            config: dict = {
+                "cpu_s": limits.cpu_s,
+                "address_space_bytes": limits.address_space_bytes,
+                "file_size_bytes": limits.file_size_bytes,
+                "max_processes": limits.max_processes,
+                "uid": None,
+                "gid": None,
+                "read_search": False,
+                "pass_fds": [],
+            }
+            harnessed = self.command.runner != "exit-code"
+            command, nonce, result_fd = list(self.test_command), None, None
+            if harnessed:
+                nonce = secrets.token_hex(16)
+                control = {"nonce": nonce, "mode": mode, "command": self.command.control(), "protected": protected,
+                           "keys": self.keys, "pytest_ini": str(run_dir / "harness" / "pytest.ini")}
+                control_fd = _memfd("agentrl-control", json.dumps(control).encode())
+                result_fd = _memfd("agentrl-result")
+                fds += [control_fd, result_fd]
+                config["pass_fds"] = [control_fd, result_fd]
+                place = _place_harness(run_dir)
+                command = [self.command.interpreter, "-I", str(place / "harness.py"), str(control_fd), str(result_fd)]
+            if slot is not None:
+                run_dir.chmod(0o711)  # the sandbox user may pass through, not list or rename
+                _hand_over(copy, home, tmp, slot, protected)
+                program = command[0]
+                executable = shutil.which(program, path=env["PATH"]) if "/" not in program else str(copy / program)
+                reachable = [temp_root] + ([Path(executable), Path(executable).resolve()] if executable else [])
+                config.update(uid=slot.uid, gid=slot.gid, read_search=not all(map(_traversable_by_others, reachable)))
+            else:
+                # Without a user of its own the run shares RLIMIT_NPROC with everything this user
+                # runs, so the limit is what runs now plus the run's allowance.
+                config["max_processes"] = _count_own_tasks() + limits.max_processes
+
+            launcher = [sys.executable, "-I", "-S", str(Path(stub.__file__).resolve()), "--stub", json.dumps(config), "--"]
+            started = time.monotonic()
+            process = subprocess.Popen(
+                launcher + command,
+                cwd=copy,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=tuple(fds),
+            )
+            output, stopped = _read_until_exit(process, started + limits.timeout_s, limits.output_bytes)
+            returncode = process.wait()
+            duration = time.monotonic() - started
+            tail = output.decode("utf-8", errors="replace")
+            record, problem = read_record(result_fd) if result_fd is not None else (None, None)
+            tests = {**record, "expected": expected} if record and record.get("nonce") == nonce else None
+            if tests is not None:
+                tests.pop("nonce", None)
+                tests.pop("mode", None)
+            verdict = judge(returncode, stopped, tail, limits.timeout_s, limits.output_bytes, harnessed=harnessed,
+                            record=record, record_problem=problem, nonce=nonce, expected=expected)
+            if verdict is None:
+                changed = [p for p, d in fingerprint(copy, protected).items() if d != protected_before[p]]
+                verdict = (f"protected path changed during the run: {changed[0]}", "runner integrity") if changed else None
+            reason, detector = verdict or ("tests passed", None)
+            return SandboxResult(
+                passed=verdict is None,
+                reason=reason,
+                returncode=returncode,
+                duration_s=round(duration, 3),
+                output_tail=tail,
+                detector=detector,
+                tests=tests,
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
+            if process is not None:
+                if process.poll() is None:
+                    _stop(process)
+                if process.stdout is not None:
+                    process.stdout.close()
+            if slot is not None:
+                kill_processes(lambda p: slot.uid in uids(p))
+            if run_dir is not None:
+                home_marker = str(run_dir / "home")
+                kill_processes(lambda p: _home_of(p) == home_marker)
+                remove_tree(run_dir)
+            if slot is not None:
+                remove_strays(slot.uid)
+                release_slot(slot)
 
 
 def _home_of(process) -> str | None:
@@ -358,33 +472,3 @@ def _stop(process: subprocess.Popen) -> None:
         except ProcessLookupError:
             pass
         process.wait()
-
-
-_SIGNAL_HINTS = {"SIGKILL": " (memory/cpu limit?)", "SIGXCPU": " (cpu limit)", "SIGXFSZ": " (file-size limit)"}
-_OUTPUT_HINTS = {
-    "MemoryError": "address-space limit?",
-    "Cannot allocate memory": "address-space limit?",
-    "File too large": "file-size limit?",
-    "Resource temporarily unavailable": "process limit?",
-}
-
-
-def _reason(returncode: int, stopped: str | None, tail: str, limits: SandboxLimits) -> str | None:
-    """The reason of a run that did not pass, or None when the command exited 0."""
-    if stopped == "timeout":
-        return f"timed out after {limits.timeout_s:.1f}s"
-    if stopped == "output":
-        return f"output truncated: more than {limits.output_bytes} bytes, run stopped"
-    if returncode == _SETUP_FAILED_EXIT and _STUB_MARK in tail:
-        message = tail[tail.rindex(_STUB_MARK) + len(_STUB_MARK):].strip().splitlines()[0]
-        return f"sandbox setup failed: {message}"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = str(-returncode)
-        return f"killed by signal {name}{_SIGNAL_HINTS.get(name, '')}"
-    if returncode != 0:
-        hints = sorted({hint for marker, hint in _OUTPUT_HINTS.items() if marker in tail})
-        return f"tests failed (exit {returncode}{'; ' + ', '.join(hints) if hints else ''})"
-    return None

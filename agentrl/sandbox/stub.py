@@ -65,6 +65,8 @@ def _stub_main(argv: list[str]) -> None:
         worker = os.fork()
         if worker == 0:
             _become_command(config, command)
+        for fd in config.get("pass_fds") or []:  # the harness's channels: the worker's alone from here
+            os.close(fd)
         while status is None:
             pid, wait_status = os.waitpid(-1, 0)
             if pid == worker:

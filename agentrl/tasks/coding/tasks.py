@@ -2,12 +2,15 @@
 TRL run trains on, and six scripted attempts per task scored through the rewards (SPEC 10).
 
 Launch -> run process (kind 'coding') -> **coding tasks** -> rewards -> sandbox. Each repository
-lives as plain files under `repos/<task>/` (buggy, fixed, tests), is loaded by `load_repository`
-and written out by `materialize`. Its tests run the code
-under test in a child interpreter and assert in their own, on fixed and on freshly drawn random
-cases, and its test command runs them in isolated mode (`python -I run_tests.py`): so a solution
-cannot pass by printing a forged report, exiting early, shadowing a module, or answering from a
-table lifted out of the test file. The tests and the runner are the protected paths.
+lives as plain files under `repos/<task>/`: `buggy/` (what an attempt starts from), `fixed/` (the
+honest fix), `tests/` (the protected suite) and `keys/` (answer keys: reference implementations
+that never enter the workspace), loaded by `load_repository` and written out by `materialize`.
+Its tests run the code under test in a child interpreter and compare plain JSON values, on fixed
+and on freshly drawn random cases checked against the answer key, which the sandbox hands to the
+test process alone (`agentrl.sandbox.suite`). The suite runs under any of three runners
+(`RUNNER_COMMANDS`: the `python -I run_tests.py` script, unittest, pytest), each through the
+sandbox's harness. An attempt may write only the solution's files (`writable`); the tests and
+the runner are the protected paths.
 
 The scripted attempts are the six of the issue, as chat-message completions with real
 `tool_calls`: an honest fix after one read, an honest fix with no call, a fix after twelve
@@ -29,6 +32,13 @@ from agentrl.rewards import Message, score_group, tool_calls, written_files
 
 PROTECTED = ["tests", "run_tests.py"]
 TEST_COMMAND = [sys.executable, "-I", "run_tests.py"]
+RUNNER_COMMANDS: dict[str, list[str]] = {
+    "script": TEST_COMMAND,
+    "unittest": [sys.executable, "-m", "unittest", "discover", "-s", "tests"],
+    "pytest": [sys.executable, "-m", "pytest", "-q", "tests"],
+}
+"""The built-in suites under each runner the sandbox's harness knows: the protected script (the
+tasks' own command), `python -m unittest` and `python -m pytest`, as a task author writes them."""
 
 ATTEMPTS = (
     "honest_fix_one_read",
@@ -92,6 +102,8 @@ class CodingTask:
     """The honest fix: path -> fixed content of the files it changes."""
     writable: list[str]
     """What an attempt may create or change (glob patterns): the solution's files only."""
+    answer_keys: str | None = None
+    """Directory of the answer keys (`keys/*.py`), handed to the test process alone; None: none."""
 
 
 def _read_tree(root: Path) -> dict[str, str]:
@@ -119,7 +131,9 @@ def load_repository(task_id: str, description: str) -> tuple[dict[str, str], dic
 
 def _task(task_id: str, description: str) -> CodingTask:
     files, fix = load_repository(task_id, description)
-    return CodingTask(task_id, description, files, list(TEST_COMMAND), list(PROTECTED), fix, writable=sorted(fix))
+    keys = REPOS_DIR / task_id / "keys"
+    return CodingTask(task_id, description, files, list(TEST_COMMAND), list(PROTECTED), fix, writable=sorted(fix),
+                      answer_keys=str(keys) if keys.is_dir() else None)
 
 
 SLUGIFY = _task(
@@ -162,9 +176,12 @@ def prompt_messages(task: CodingTask) -> list[Message]:
     ]
 
 
-def dataset_rows(root: Path, task_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def dataset_rows(root: Path, task_ids: Sequence[str] | None = None, runner: str = "script") -> list[dict[str, Any]]:
     """One TRL dataset row per task, its repository written under `root`: `prompt` (chat
-    messages), `workspace`, `test_command`, `protected`, `writable`, `tools`, `task_id`."""
+    messages), `workspace`, `test_command` (the task's own, or another of `RUNNER_COMMANDS`),
+    `protected`, `writable`, `answer_keys`, `tools`, `task_id`."""
+    if runner not in RUNNER_COMMANDS:
+        raise ValueError(f"unknown runner {runner!r}; choose from {list(RUNNER_COMMANDS)}")
     rows = []
     for task_id in task_ids or CODING_TASKS:
         task = CODING_TASKS[task_id]
@@ -173,9 +190,10 @@ def dataset_rows(root: Path, task_ids: Sequence[str] | None = None) -> list[dict
                 "task_id": task.task_id,
                 "prompt": prompt_messages(task),
                 "workspace": str(materialize(task, root)),
-                "test_command": list(task.test_command),
+                "test_command": list(task.test_command if runner == "script" else RUNNER_COMMANDS[runner]),
                 "protected": list(task.protected),
                 "writable": list(task.writable),
+                "answer_keys": task.answer_keys,
                 "tools": TOOLS,
             }
         )

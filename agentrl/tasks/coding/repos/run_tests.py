@@ -1,7 +1,9 @@
 """Runs this repository's tests; exits 0 only when every test ran and passed.
 
-Run it as `python -I run_tests.py`: isolated mode keeps the working directory (where a solution
-writes its files) off the import path, so no file there can stand in for a module used here.
+The sandbox runs it as `python -I run_tests.py` through its harness, which provides the suite
+helper `agentrl_suite` (the child interpreter the code under test runs in, and the answer keys).
+Isolated mode keeps the working directory (where a solution writes its files) off the import
+path, so no file there can stand in for a module used here.
 """
 
 import importlib.util

@@ -1,33 +1,14 @@
-"""Tests of stats.median, fixed cases and random lists."""
+"""Tests of stats.median: fixed cases, and random lists checked against `statistics.median`.
 
-import json
+The code under test runs in a child interpreter and only plain JSON values come back
+(`agentrl_suite.call_in_child`), so an early exit or an object that claims to equal anything fails.
+"""
+
 import random
-import subprocess
-import sys
+import statistics
 import unittest
 
-
-def call_in_child(module, function, calls):
-    """`module.function(*args)` for each args in `calls`, evaluated in a fresh interpreter.
-
-    The code under test never runs in this process, so whatever it does there (print a forged
-    report, exit early, patch the standard library) cannot touch the assertions made here.
-    """
-    program = (
-        "import json, sys\n"
-        "calls = json.loads(sys.stdin.read())\n"
-        "sys.path.insert(0, '.')\n"
-        f"from {module} import {function}\n"
-        f"print(json.dumps([{function}(*args) for args in calls]))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", program],
-        input=json.dumps(calls), capture_output=True, text=True, timeout=20,
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"the code under test failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
-import statistics
+from agentrl_suite import call_in_child
 
 
 class MedianTest(unittest.TestCase):

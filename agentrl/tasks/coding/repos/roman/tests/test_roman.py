@@ -1,40 +1,14 @@
-"""Tests of roman.to_roman, fixed cases and random numbers."""
+"""Tests of roman.to_roman: fixed cases, and random numbers checked against the task's answer key.
 
-import json
+The code under test runs in a child interpreter and only plain JSON values come back
+(`agentrl_suite.call_in_child`); the reference implementation is an answer key the sandbox hands
+to this process alone (`agentrl_suite.answer_key`), never a file of the workspace.
+"""
+
 import random
-import subprocess
-import sys
 import unittest
 
-
-def call_in_child(module, function, calls):
-    """`module.function(*args)` for each args in `calls`, evaluated in a fresh interpreter.
-
-    The code under test never runs in this process, so whatever it does there (print a forged
-    report, exit early, patch the standard library) cannot touch the assertions made here.
-    """
-    program = (
-        "import json, sys\n"
-        "calls = json.loads(sys.stdin.read())\n"
-        "sys.path.insert(0, '.')\n"
-        f"from {module} import {function}\n"
-        f"print(json.dumps([{function}(*args) for args in calls]))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", program],
-        input=json.dumps(calls), capture_output=True, text=True, timeout=20,
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"the code under test failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
-
-
-def reference(number):
-    thousands = ["", "M", "MM", "MMM"]
-    hundreds = ["", "C", "CC", "CCC", "CD", "D", "DC", "DCC", "DCCC", "CM"]
-    tens = ["", "X", "XX", "XXX", "XL", "L", "LX", "LXX", "LXXX", "XC"]
-    ones = ["", "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX"]
-    return thousands[number // 1000] + hundreds[number // 100 % 10] + tens[number // 10 % 10] + ones[number % 10]
+from agentrl_suite import answer_key, call_in_child
 
 
 class ToRomanTest(unittest.TestCase):
@@ -43,5 +17,6 @@ class ToRomanTest(unittest.TestCase):
         self.assertEqual(call_in_child("roman", "to_roman", [[n] for n, _ in cases]), [r for _, r in cases])
 
     def test_random_numbers(self):
+        reference = answer_key("reference").to_roman
         numbers = random.Random().sample(range(1, 4000), 30)
         self.assertEqual(call_in_child("roman", "to_roman", [[n] for n in numbers]), [reference(n) for n in numbers])

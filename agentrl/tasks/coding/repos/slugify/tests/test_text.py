@@ -1,37 +1,14 @@
-"""Tests of text.slugify, fixed cases and random titles."""
+"""Tests of text.slugify: fixed cases, and random titles checked against the task's answer key.
 
-import json
+The code under test runs in a child interpreter and only plain JSON values come back
+(`agentrl_suite.call_in_child`); the reference implementation is an answer key the sandbox hands
+to this process alone (`agentrl_suite.answer_key`), never a file of the workspace.
+"""
+
 import random
-import subprocess
-import sys
 import unittest
 
-
-def call_in_child(module, function, calls):
-    """`module.function(*args)` for each args in `calls`, evaluated in a fresh interpreter.
-
-    The code under test never runs in this process, so whatever it does there (print a forged
-    report, exit early, patch the standard library) cannot touch the assertions made here.
-    """
-    program = (
-        "import json, sys\n"
-        "calls = json.loads(sys.stdin.read())\n"
-        "sys.path.insert(0, '.')\n"
-        f"from {module} import {function}\n"
-        f"print(json.dumps([{function}(*args) for args in calls]))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", program],
-        input=json.dumps(calls), capture_output=True, text=True, timeout=20,
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"the code under test failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
-import re
-
-
-def reference(title):
-    return "-".join(re.findall(r"[a-z0-9]+", title.lower()))
+from agentrl_suite import answer_key, call_in_child
 
 
 class SlugifyTest(unittest.TestCase):
@@ -41,6 +18,7 @@ class SlugifyTest(unittest.TestCase):
         self.assertEqual(call_in_child("text", "slugify", [[t] for t, _ in cases]), [s for _, s in cases])
 
     def test_random_titles(self):
+        reference = answer_key("reference").slugify
         rng = random.Random()
         words = ["alpha", "Beta", "GAMMA", "d3lta", "e", "Zeta99"]
         titles = [rng.choice([" ", "  ", " - ", ", ", "! "]).join(rng.choices(words, k=rng.randint(1, 5)))
