@@ -38,12 +38,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrl.sandbox import harness, stub, suite
-from agentrl.sandbox.verdict import REFUSED, TestCommand, judge, parse_command, read_record
-from agentrl.sandbox.paths import fingerprint, is_under, normalised, refusal_in_copy, refusal_reason, write_file
+from agentrl.sandbox import stub
+from agentrl.sandbox.isolation import namespace_spec, namespaces_available
+from agentrl.sandbox.paths import fingerprint, normalised, refusal_in_copy, refusal_reason, write_file
+from agentrl.sandbox.rundir import default_temp_root, hand_over, ignore_specials, load_answer_keys, memfd, place_harness
 from agentrl.sandbox.users import (
-    Slot,
     acquire_slot,
+    count_own_tasks,
+    home_of,
     kill_processes,
     own_directory,
     release_slot,
@@ -51,6 +53,7 @@ from agentrl.sandbox.users import (
     remove_tree,
     uids,
 )
+from agentrl.sandbox.verdict import INTEGRITY, REFUSED, TestCommand, judge, parse_command, read_record
 from agentrl.sandbox.stub import _STOP_GRACE_S
 
 MIB = 1 << 20
@@ -102,6 +105,8 @@ class SandboxResult:
     tests: dict | None = None
     """The harness's counts (collected, executed, passed, failed, skipped) and the number of
     tests the protected suite holds ('expected'); None when the exit code alone decided."""
+    isolation: tuple[str, ...] = ()
+    """What walled the run off: 'sandbox user', 'user namespace', 'network', 'mount', 'ipc'."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,89 +114,8 @@ class SandboxResult:
 # ---------------------------------------------------------------------------------------------
 
 
-def default_temp_root() -> Path:
-    """Where runs make their copies unless told otherwise: `<tmp>/agentrl-sandbox`."""
-    return Path(tempfile.gettempdir()) / "agentrl-sandbox"
-
-
-def _traversable_by_others(path: Path) -> bool:
-    """Whether a user with no relation to any owner can reach `path` (o+x on every directory)."""
-    path = path.absolute()
-    for directory in [*reversed(path.parents), path]:
-        try:
-            mode = directory.stat().st_mode
-        except OSError:
-            return False
-        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
-            return False
-    return True
-
-
-def _ignore_specials(directory: str, names: list[str]) -> set[str]:
-    # Byte caches are rebuilt in the copy; FIFOs, sockets and devices would block or mislead copy2.
-    ignored = set()
-    for name in names:
-        if name == "__pycache__":
-            ignored.add(name)
-            continue
-        mode = os.lstat(os.path.join(directory, name)).st_mode
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-            ignored.add(name)
-    return ignored
-
-
-def _hand_over(copy: Path, home: Path, tmp: Path, slot: Slot, protected: Sequence[str]) -> None:
-    """Give the copy to the sandbox user, except the protected paths: those stay root's and
-    read-only, so the run cannot change the tests it is judged by."""
-    guarded = [normalised(p) for p in protected]
-    for directory, dirnames, filenames in os.walk(copy):
-        for path in [Path(directory) / name for name in dirnames + filenames]:
-            if any(is_under(path.relative_to(copy).as_posix(), g) for g in guarded):
-                mode = path.lstat().st_mode
-                if not stat.S_ISLNK(mode):
-                    os.chmod(path, stat.S_IMODE(mode) | (0o555 if stat.S_ISDIR(mode) else 0o444))
-            else:
-                os.chown(path, slot.uid, slot.gid, follow_symlinks=False)
-    for private in (copy, home, tmp):
-        os.chown(private, slot.uid, slot.gid)
-        os.chmod(private, 0o700 if private != copy else stat.S_IMODE(private.stat().st_mode) | 0o700)
-
-
 def _refused(reason: str) -> SandboxResult:
     return SandboxResult(passed=False, reason=reason, returncode=None, duration_s=0.0, output_tail="", detector=REFUSED)
-
-
-def _answer_keys(answer_keys: Mapping[str, str] | str | Path | None) -> dict[str, str]:
-    """Answer keys by name: as given, or every `*.py` of a directory by stem."""
-    if answer_keys is None:
-        return {}
-    if isinstance(answer_keys, Mapping):
-        return dict(answer_keys)
-    directory = Path(answer_keys)
-    if not directory.is_dir():
-        raise ValueError(f"answer_keys {directory} is not a directory")
-    return {path.stem: path.read_text(encoding="utf-8") for path in sorted(directory.glob("*.py"))}
-
-
-def _place_harness(run_dir: Path) -> Path:
-    """The harness, the suite helper and an empty pytest configuration, in a directory of the run
-    outside the workspace that the run may read but not change."""
-    directory = run_dir / "harness"
-    directory.mkdir()
-    shutil.copyfile(harness.__file__, directory / "harness.py")
-    shutil.copyfile(suite.__file__, directory / "agentrl_suite.py")
-    (directory / "pytest.ini").write_text("[pytest]\n")
-    for path in directory.iterdir():
-        path.chmod(0o444)
-    directory.chmod(0o555)
-    return directory
-
-
-def _memfd(name: str, content: bytes = b"") -> int:
-    fd = os.memfd_create(name)  # close-on-exec here; passed on by pass_fds alone
-    os.write(fd, content)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
 
 
 _EXPECTED: dict[tuple, int | None] = {}
@@ -209,6 +133,8 @@ def run_tests(
     isolate_user: bool | None = None,
     writable: Sequence[str] | None = None,
     answer_keys: Mapping[str, str] | str | Path | None = None,
+    namespaces: bool | None = None,
+    hide: Sequence[str | Path] = (),
 ) -> SandboxResult:
     """Write `files` into a throw-away copy of `workspace` and run `test_command` there.
 
@@ -219,7 +145,10 @@ def run_tests(
     user of its own. `writable` is the task's allow-list of what an attempt may create or change
     (glob patterns; None: anything the rules for every task allow, `agentrl.sandbox.paths`).
     `answer_keys` (name -> Python source, or a directory of `*.py`) reach the test process alone,
-    as `agentrl_suite.answer_key(name)`, never the workspace.
+    as `agentrl_suite.answer_key(name)`, never the workspace. `namespaces` (default: when the
+    kernel allows them) gives the run its own network (loopback only), mount and IPC namespaces
+    and a view of the files without the home directories, the dashboard's files and the answer
+    keys, plus the directories in `hide` (`agentrl.sandbox.isolation`); True insists on them.
 
     For example, with a repository whose tests live under tests/:
 
@@ -243,9 +172,16 @@ def run_tests(
         if reason:
             return _refused(reason)
 
+    if namespaces is None or namespaces:
+        available = namespaces_available()
+        if namespaces and not available.available:
+            raise ValueError(f"namespaces=True but this kernel refuses them here: {available.why_not}")
+        namespaces = available.available
+
     command = parse_command(list(test_command))
-    keys = _answer_keys(answer_keys)
-    run = _Run(workspace, list(test_command), command, list(protected), limits, temp_root, isolate_user, keys)
+    keys = load_answer_keys(answer_keys)
+    run = _Run(workspace, list(test_command), command, list(protected), limits, temp_root, isolate_user, keys,
+               namespaces, tuple(hide))
     expected = _expected_tests(run) if command.runner in ("pytest", "unittest") else None
     return run.execute(files, writable, expected=expected)
 
@@ -276,6 +212,8 @@ class _Run:
     temp_root: Path | None
     isolate_user: bool
     keys: dict[str, str]
+    namespaces: bool
+    hide: tuple[str | Path, ...]
 
     def execute(self, files: dict[str, str], writable: Sequence[str] | None, *, mode: str = "run",
                 expected: int | None = None) -> SandboxResult:
@@ -290,7 +228,7 @@ class _Run:
                 temp_root.chmod(stat.S_IMODE(temp_root.stat().st_mode) | stat.S_IXOTH)
             run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=temp_root))
             copy, home, tmp = run_dir / "workspace", run_dir / "home", run_dir / "tmp"
-            shutil.copytree(self.workspace, copy, symlinks=True, ignore=_ignore_specials)
+            shutil.copytree(self.workspace, copy, symlinks=True, ignore=ignore_specials)
             home.mkdir()
             tmp.mkdir()
             for path, content in files.items():
@@ -329,23 +267,31 @@ class _Run:
                 nonce = secrets.token_hex(16)
                 control = {"nonce": nonce, "mode": mode, "command": self.command.control(), "protected": protected,
                            "keys": self.keys, "pytest_ini": str(run_dir / "harness" / "pytest.ini")}
-                control_fd = _memfd("agentrl-control", json.dumps(control).encode())
-                result_fd = _memfd("agentrl-result")
+                control_fd = memfd("agentrl-control", json.dumps(control).encode())
+                result_fd = memfd("agentrl-result")
                 fds += [control_fd, result_fd]
                 config["pass_fds"] = [control_fd, result_fd]
-                place = _place_harness(run_dir)
+                place = place_harness(run_dir)
                 command = [self.command.interpreter, "-I", str(place / "harness.py"), str(control_fd), str(result_fd)]
+            program = command[0]
+            executable = shutil.which(program, path=env["PATH"]) if "/" not in program else str(copy / program)
+            reachable = [str(temp_root)] + ([executable, str(Path(executable).resolve())] if executable else [])
+            isolation = ("sandbox user",) if slot is not None else ()
             if slot is not None:
                 run_dir.chmod(0o711)  # the sandbox user may pass through, not list or rename
-                _hand_over(copy, home, tmp, slot, protected)
-                program = command[0]
-                executable = shutil.which(program, path=env["PATH"]) if "/" not in program else str(copy / program)
-                reachable = [temp_root] + ([Path(executable), Path(executable).resolve()] if executable else [])
-                config.update(uid=slot.uid, gid=slot.gid, read_search=not all(map(_traversable_by_others, reachable)))
+                hand_over(copy, home, tmp, slot, protected)
+                config.update(uid=slot.uid, gid=slot.gid, read_search=not all(map(stub._traversable_by_others, reachable)))
             else:
                 # Without a user of its own the run shares RLIMIT_NPROC with everything this user
                 # runs, so the limit is what runs now plus the run's allowance.
-                config["max_processes"] = _count_own_tasks() + limits.max_processes
+                config["max_processes"] = count_own_tasks() + limits.max_processes
+            if self.namespaces:
+                user_namespace = os.geteuid() != 0
+                config["namespaces"] = namespace_spec(run_dir, copy, [executable] if executable else [], hide=self.hide,
+                                                      user_namespace=user_namespace,
+                                                      read_only=[run_dir / "harness"] if harnessed else [])
+                config.update(read_search="auto" if slot is not None else False, reachable=reachable)
+                isolation += ("user namespace",) * user_namespace + ("network", "mount", "ipc")
 
             launcher = [sys.executable, "-I", "-S", str(Path(stub.__file__).resolve()), "--stub", json.dumps(config), "--"]
             started = time.monotonic()
@@ -372,7 +318,7 @@ class _Run:
                             record=record, record_problem=problem, nonce=nonce, expected=expected)
             if verdict is None:
                 changed = [p for p, d in fingerprint(copy, protected).items() if d != protected_before[p]]
-                verdict = (f"protected path changed during the run: {changed[0]}", "runner integrity") if changed else None
+                verdict = (f"protected path changed during the run: {changed[0]}", INTEGRITY) if changed else None
             reason, detector = verdict or ("tests passed", None)
             return SandboxResult(
                 passed=verdict is None,
@@ -382,6 +328,7 @@ class _Run:
                 output_tail=tail,
                 detector=detector,
                 tests=tests,
+                isolation=isolation,
             )
         finally:
             for fd in fds:
@@ -395,36 +342,11 @@ class _Run:
                 kill_processes(lambda p: slot.uid in uids(p))
             if run_dir is not None:
                 home_marker = str(run_dir / "home")
-                kill_processes(lambda p: _home_of(p) == home_marker)
+                kill_processes(lambda p: home_of(p) == home_marker)
                 remove_tree(run_dir)
             if slot is not None:
                 remove_strays(slot.uid)
                 release_slot(slot)
-
-
-def _home_of(process) -> str | None:
-    """HOME of one of our own processes (the marker of a run without a user of its own)."""
-    import psutil
-
-    try:
-        return process.environ().get("HOME") if process.uids().real == os.getuid() else None
-    except psutil.Error:
-        return None
-
-
-def _count_own_tasks() -> int:
-    """Processes and threads of this real uid: RLIMIT_NPROC counts threads too."""
-    import psutil
-
-    uid = os.getuid()
-    count = 0
-    for process in psutil.process_iter():
-        try:
-            if process.uids().real == uid:
-                count += process.num_threads()
-        except psutil.Error:
-            continue
-    return count
 
 
 def _read_until_exit(process: subprocess.Popen, deadline: float, output_bytes: int) -> tuple[bytes, str | None]:
