@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentrl.rewards.verifier import hack_flags
 from agentrl.sandbox.runner import SandboxLimits, SandboxResult, run_tests
 
 Message = dict[str, Any]
@@ -233,6 +234,9 @@ class TestsOutcome:
     passed: bool
     reason: str
     sandbox: SandboxResult | None = None
+    flags: tuple[str, ...] = ()
+    """The verifier's flags on the files written (`agentrl.rewards.verifier`); they do not change
+    the score."""
 
 
 def tests_outcomes(
@@ -265,9 +269,11 @@ def tests_outcomes(
         files = written_files(completions[i])
         if not files:
             return TestsOutcome(score=0.0, passed=False, reason="no files written")
+        flags = tuple(hack_flags(files))
         result = run_tests(Path(workspaces[i]), files, list(commands[i]), list(protected_paths[i]), limits,
                            temp_root=temp_root, writable=allow_lists[i], answer_keys=keys[i])
-        return TestsOutcome(score=1.0 if result.passed else 0.0, passed=result.passed, reason=result.reason, sandbox=result)
+        return TestsOutcome(score=1.0 if result.passed else 0.0, passed=result.passed, reason=result.reason, sandbox=result,
+                            flags=flags)
 
     workers = max(1, min(workers or os.cpu_count() or 1, n or 1))
     if workers == 1:
@@ -358,9 +364,11 @@ def build_reward_functions(
     max_steps: int = 8,
     penalty: float = 0.25,
     workers: int | None = None,
+    limits: SandboxLimits | None = None,
 ) -> RewardFunctions:
     """The reward functions of `kind` with their weights (defaults `DEFAULT_WEIGHTS`; `weights`
-    overrides some by name). Only 'tests' is defined: tests, format, budget."""
+    overrides some by name; `limits` bound the sandboxed test runs). Only 'tests' is defined:
+    tests, format, budget."""
     if kind != "tests":
         raise ValueError(f"unknown reward kind {kind!r}; the agent-task rewards define kind 'tests'")
     if max_steps < 0 or penalty < 0:
@@ -370,7 +378,7 @@ def build_reward_functions(
     if unknown:
         raise ValueError(f"unknown reward names {sorted(unknown)}; the 'tests' kind has {list(merged)}")
     merged.update(weights or {})
-    functions: list[RewardFunc] = [TestsReward(workers=workers), format_reward, BudgetReward(max_steps, penalty)]
+    functions: list[RewardFunc] = [TestsReward(workers=workers, limits=limits), format_reward, BudgetReward(max_steps, penalty)]
     return RewardFunctions(functions=functions, weights=[merged[f.__name__] for f in functions])
 
 
@@ -384,6 +392,8 @@ class ScoredCompletion:
     passed: bool
     reason: str
     sandbox: SandboxResult | None = field(default=None, compare=False)
+    flags: tuple[str, ...] = ()
+    """The verifier's flags on the files written (`agentrl.rewards.verifier`)."""
 
 
 def score_group(
@@ -418,6 +428,7 @@ def score_group(
                 passed=outcome.passed if outcome else False,
                 reason=outcome.reason if outcome else "",
                 sandbox=outcome.sandbox if outcome else None,
+                flags=outcome.flags if outcome else (),
             )
         )
     return scored

@@ -176,28 +176,27 @@ def prompt_messages(task: CodingTask) -> list[Message]:
     ]
 
 
-def dataset_rows(root: Path, task_ids: Sequence[str] | None = None, runner: str = "script") -> list[dict[str, Any]]:
-    """One TRL dataset row per task, its repository written under `root`: `prompt` (chat
+def task_row(task: CodingTask, root: Path, runner: str = "script") -> dict[str, Any]:
+    """The dataset row of one task, its repository written under `root`: `prompt` (chat
     messages), `workspace`, `test_command` (the task's own, or another of `RUNNER_COMMANDS`),
     `protected`, `writable`, `answer_keys`, `tools`, `task_id`."""
     if runner not in RUNNER_COMMANDS:
         raise ValueError(f"unknown runner {runner!r}; choose from {list(RUNNER_COMMANDS)}")
-    rows = []
-    for task_id in task_ids or CODING_TASKS:
-        task = CODING_TASKS[task_id]
-        rows.append(
-            {
-                "task_id": task.task_id,
-                "prompt": prompt_messages(task),
-                "workspace": str(materialize(task, root)),
-                "test_command": list(task.test_command if runner == "script" else RUNNER_COMMANDS[runner]),
-                "protected": list(task.protected),
-                "writable": list(task.writable),
-                "answer_keys": task.answer_keys,
-                "tools": TOOLS,
-            }
-        )
-    return rows
+    return {
+        "task_id": task.task_id,
+        "prompt": prompt_messages(task),
+        "workspace": str(materialize(task, root)),
+        "test_command": list(task.test_command if runner == "script" else RUNNER_COMMANDS[runner]),
+        "protected": list(task.protected),
+        "writable": list(task.writable),
+        "answer_keys": task.answer_keys,
+        "tools": TOOLS,
+    }
+
+
+def dataset_rows(root: Path, task_ids: Sequence[str] | None = None, runner: str = "script") -> list[dict[str, Any]]:
+    """One TRL dataset row per task (`task_row`), its repository written under `root`."""
+    return [task_row(CODING_TASKS[task_id], root, runner) for task_id in task_ids or CODING_TASKS]
 
 
 # ---------------------------------------------------------------------------------------------
