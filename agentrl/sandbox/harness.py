@@ -21,6 +21,10 @@ Three runners, chosen by the runner from the task's command (`python -m pytest .
   its own: an exception or a non-zero exit fails it, and a successful exit requested from a
   file of the workspace the attempt could write (not the protected script) is an early exit.
 
+Where `python` would put the working directory (or the script's) first on the import path, the
+harness puts it last, so the workspace's modules still import by name but cannot shadow an
+installed package the tests or the runner import later.
+
 The harness marks itself non-dumpable, so a process the tests start (where the built-in suites
 run the code under test) can read neither its memory nor its descriptors: not the nonce, not
 the answer keys, not the result channel. Code the tests import into this process is another
@@ -61,6 +65,16 @@ def _early_exit(tb, workspace: str, protected: list[str]) -> str | None:
     return culprit
 
 
+def _importable(directory: str) -> None:
+    """Put a workspace directory on the import path *after* the interpreter's own entries: its
+    modules import by name, but no file there can stand in for the standard library or an installed
+    package the tests or the runner import later (pytest and unittest put their own test directory
+    first only when it is not on the path already)."""
+    directory = os.path.abspath(directory)
+    if directory not in sys.path:
+        sys.path.append(directory)
+
+
 def _exit_code(code) -> int:
     if code is None:
         return 0
@@ -78,8 +92,8 @@ def run_script(control: dict, mode: str) -> dict:
 
     workspace = os.getcwd()
     target, args = command["target"], command["args"]
-    if not command["safe_path"]:  # as `python script.py` / `python -m module` would
-        sys.path.insert(0, workspace if command["runner"] == "module" else os.path.dirname(os.path.abspath(target)))
+    if not command["safe_path"]:  # as `python script.py` / `python -m module` would, but last (`_importable`)
+        _importable(workspace if command["runner"] == "module" else os.path.dirname(os.path.abspath(target)))
     sys.argv = [target, *args]
     try:
         if command["runner"] == "module":
@@ -104,7 +118,7 @@ def run_unittest(control: dict, mode: str) -> dict:
 
     command = control["command"]
     if not command["safe_path"]:
-        sys.path.insert(0, os.getcwd())
+        _importable(os.getcwd())
     counts: dict = {}
 
     class Program(unittest.TestProgram):
@@ -154,11 +168,13 @@ def run_pytest(control: dict, mode: str) -> dict:
     command = control["command"]
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # entry-point plugins: a task names its own with -p
     if not command["safe_path"]:
-        sys.path.insert(0, os.getcwd())
+        _importable(os.getcwd())
     import pytest
 
     counter = _PytestCounter()
     ours = ["-c", control["pytest_ini"], "--rootdir", os.getcwd(), "-p", "no:cacheprovider"]
+    if control.get("no_conftest"):  # the task has none: one the code under test writes is not read either
+        ours.append("--noconftest")
     if mode == "collect":
         ours.append("--collect-only")
     try:

@@ -266,7 +266,8 @@ class _Run:
             if harnessed:
                 nonce = secrets.token_hex(16)
                 control = {"nonce": nonce, "mode": mode, "command": self.command.control(), "protected": protected,
-                           "keys": self.keys, "pytest_ini": str(run_dir / "harness" / "pytest.ini")}
+                           "keys": self.keys, "pytest_ini": str(run_dir / "harness" / "pytest.ini"),
+                           "no_conftest": not any(copy.rglob("conftest.py"))}
                 control_fd = memfd("agentrl-control", json.dumps(control).encode())
                 result_fd = memfd("agentrl-result")
                 fds += [control_fd, result_fd]

@@ -216,3 +216,33 @@ def test_the_exit_code_alone_never_passes_a_harnessed_run():
         "runner integrity: exit 0 although 1 of 3 failed", "runner integrity")
     assert judge(1, record={**good, "passed": 2, "failed": 1}, **common) == ("tests failed (exit 1; 1 of 3 failed)", "tests failed")
     assert judge(0, record={**good, "collected": 0, "executed": 0, "passed": 0}, **common)[0] == "runner integrity: no tests collected"
+
+
+def test_a_workspace_module_cannot_stand_in_for_an_installed_package(workspace):
+    # `python -m pytest` puts the working directory first on the import path, so a yaml.py there
+    # would run inside the test process when a test (or pytest) imports yaml. The harness puts the
+    # workspace last: the installed package wins, and the file's code never runs.
+    (workspace / "tests" / "test_yaml.py").write_text(
+        "import unittest\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_yaml(self):\n        import yaml\n        self.assertTrue(hasattr(yaml, 'safe_load'))\n")
+    shadow = {"yaml.py": "print('SHADOW RAN')\nimport os\nos._exit(0)\n", **FIX}
+    for runner in ("pytest", "unittest"):
+        result = run(workspace, shadow, runner)
+        assert result.passed and "SHADOW RAN" not in result.output_tail, (runner, result.reason, result.output_tail)
+
+
+def test_a_conftest_written_at_run_time_is_not_read(workspace):
+    # The attempt cannot write a conftest.py; neither can the code under test while the tests run.
+    (workspace / "tests" / "zz").mkdir()
+    (workspace / "tests" / "zz" / "test_later.py").write_text("def test_fails():\n    assert False\n")
+    for directory in (workspace / "tests", workspace / "tests" / "zz"):  # a task that left them open to writes
+        directory.chmod(0o777)
+    patcher = (
+        "import os\n"
+        "os.makedirs('tests/zz', exist_ok=True)\n"
+        "open('tests/zz/conftest.py', 'w').write("
+        "'import pytest\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n"
+        "    outcome = yield\\n    outcome.get_result().outcome = \"passed\"\\n')\n"
+    ) + FIX["calc.py"]
+    result = run(workspace, {"calc.py": patcher}, "pytest")
+    assert not result.passed and result.detector == "tests failed", result.output_tail
