@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentrl.rewards.verifier import hack_flags
 from agentrl.sandbox.runner import SandboxLimits, SandboxResult, run_tests
 
 Message = dict[str, Any]
@@ -233,6 +234,9 @@ class TestsOutcome:
     passed: bool
     reason: str
     sandbox: SandboxResult | None = None
+    flags: tuple[str, ...] = ()
+    """The verifier's flags on the files written (`agentrl.rewards.verifier`); they do not change
+    the score."""
 
 
 def tests_outcomes(
@@ -241,26 +245,35 @@ def tests_outcomes(
     test_command: Any = None,
     protected: Any = None,
     *,
+    writable: Any = None,
+    answer_keys: Any = None,
     workers: int | None = None,
     limits: SandboxLimits | None = None,
     temp_root: Path | None = None,
 ) -> list[TestsOutcome]:
     """Run each completion's files against its workspace's tests, `workers` sandboxes at a time
-    (default: one per core). Columns may be single values or one entry per completion."""
+    (default: one per core). Columns may be single values or one entry per completion;
+    `writable` (the task's allow-list of paths an attempt may write) and `answer_keys` (a
+    directory of answer keys the test process alone receives) may be None for a row."""
     n = len(completions)
     if workspace is None or test_command is None:
         raise ValueError("tests_reward needs the dataset columns 'workspace' and 'test_command' (and 'protected'); see agentrl.coding_tasks.dataset_rows")
     workspaces = _per_row(workspace, n, lambda v: isinstance(v, (str, Path)), "workspace")
     commands = _per_row(test_command, n, _is_str_list, "test_command")
     protected_paths = _per_row(protected or [], n, _is_str_list, "protected")
+    allow_lists = _per_row(writable, n, lambda v: v is None or _is_str_list(v), "writable")
+    keys = _per_row(answer_keys, n, lambda v: v is None or isinstance(v, (str, Path)), "answer_keys")
     limits = limits or SandboxLimits()
 
     def one(i: int) -> TestsOutcome:
         files = written_files(completions[i])
         if not files:
             return TestsOutcome(score=0.0, passed=False, reason="no files written")
-        result = run_tests(Path(workspaces[i]), files, list(commands[i]), list(protected_paths[i]), limits, temp_root=temp_root)
-        return TestsOutcome(score=1.0 if result.passed else 0.0, passed=result.passed, reason=result.reason, sandbox=result)
+        flags = tuple(hack_flags(files))
+        result = run_tests(Path(workspaces[i]), files, list(commands[i]), list(protected_paths[i]), limits,
+                           temp_root=temp_root, writable=allow_lists[i], answer_keys=keys[i])
+        return TestsOutcome(score=1.0 if result.passed else 0.0, passed=result.passed, reason=result.reason, sandbox=result,
+                            flags=flags)
 
     workers = max(1, min(workers or os.cpu_count() or 1, n or 1))
     if workers == 1:
@@ -300,6 +313,8 @@ class TestsReward:
             columns.get("workspace"),
             columns.get("test_command"),
             columns.get("protected"),
+            writable=columns.get("writable"),
+            answer_keys=columns.get("answer_keys"),
             workers=workers or self.workers,
             limits=self.limits,
             temp_root=self.temp_root,
@@ -349,9 +364,11 @@ def build_reward_functions(
     max_steps: int = 8,
     penalty: float = 0.25,
     workers: int | None = None,
+    limits: SandboxLimits | None = None,
 ) -> RewardFunctions:
     """The reward functions of `kind` with their weights (defaults `DEFAULT_WEIGHTS`; `weights`
-    overrides some by name). Only 'tests' is defined: tests, format, budget."""
+    overrides some by name; `limits` bound the sandboxed test runs). Only 'tests' is defined:
+    tests, format, budget."""
     if kind != "tests":
         raise ValueError(f"unknown reward kind {kind!r}; the agent-task rewards define kind 'tests'")
     if max_steps < 0 or penalty < 0:
@@ -361,7 +378,7 @@ def build_reward_functions(
     if unknown:
         raise ValueError(f"unknown reward names {sorted(unknown)}; the 'tests' kind has {list(merged)}")
     merged.update(weights or {})
-    functions: list[RewardFunc] = [TestsReward(workers=workers), format_reward, BudgetReward(max_steps, penalty)]
+    functions: list[RewardFunc] = [TestsReward(workers=workers, limits=limits), format_reward, BudgetReward(max_steps, penalty)]
     return RewardFunctions(functions=functions, weights=[merged[f.__name__] for f in functions])
 
 
@@ -375,6 +392,8 @@ class ScoredCompletion:
     passed: bool
     reason: str
     sandbox: SandboxResult | None = field(default=None, compare=False)
+    flags: tuple[str, ...] = ()
+    """The verifier's flags on the files written (`agentrl.rewards.verifier`)."""
 
 
 def score_group(
@@ -409,6 +428,7 @@ def score_group(
                 passed=outcome.passed if outcome else False,
                 reason=outcome.reason if outcome else "",
                 sandbox=outcome.sandbox if outcome else None,
+                flags=outcome.flags if outcome else (),
             )
         )
     return scored

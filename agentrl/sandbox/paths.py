@@ -2,20 +2,46 @@
 it must not change.
 
 Sandbox runner -> **paths**: before a completion's files are written into the copy, each path is
-checked (absolute, `..`, protected, through a symlink out of the copy); after the run, the
-protected files are compared with their fingerprint from before.
+checked, in this order, and the first rule that refuses it gives the reason:
+
+1. the text of the path: empty, absolute, or leaving the workspace by `..`;
+2. protected: the tests (or anything under a protected directory);
+3. refused everywhere, whatever the task allows, because each one changes how the tests run
+   rather than what they test: test-runner configuration (`conftest.py`, `pytest.ini`,
+   `pyproject.toml`, `setup.cfg`, `tox.ini`), site hooks (`*.pth`, `sitecustomize.py`,
+   `usercustomize.py`), byte code (`*.pyc`, `__pycache__/`), and a top-level module that
+   shadows the test runner (`pytest.py`, `unittest.py`, `agentrl_suite.py`, ...) or the
+   standard library (`json.py`, `subprocess/__init__.py`, ...);
+4. the task's allow-list (`writable`): glob patterns of what an attempt may create or change;
+   `None` allows everything the rules above do not refuse.
+
+Then, in the copy, a write through a symlink that leads out of the copy or onto a protected path
+is refused; after the run, the protected files are compared with their fingerprint from before.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
 import posixpath
 import stat
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
+RUNNER_CONFIG_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini"})
+"""Files a test runner reads for its own configuration (pytest reads each of them; `addopts` or a
+hook there can turn a run into collection only or rewrite every report to passed)."""
+
+SITE_HOOK_FILES = frozenset({"sitecustomize.py", "usercustomize.py"})
+"""Modules the interpreter imports at start-up when they are on the path."""
+
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "unittest", "agentrl_suite", "agentrl"})
+"""Top-level modules of the test runners and of the suite helper the sandbox provides."""
+
+_MODULE_SUFFIXES = (".py", ".pyw", ".pyc", ".so", ".pyd")
 
 
 def normalised(path: str) -> str:
@@ -26,10 +52,66 @@ def is_under(path: str, base: str) -> bool:
     return base == "." or path == base or path.startswith(base + "/")
 
 
-def refusal_reason(path: str, protected: Iterable[str]) -> str | None:
+def shadowed_module(relative: str) -> str | None:
+    """The top-level module a file at `relative` would provide when the workspace is on the import
+    path (`json.py`, `json/__init__.py`, `json.cpython-311-x86_64-linux-gnu.so`), else None. A
+    directory without `__init__` is a namespace package, which never shadows a real module."""
+    parts = PurePosixPath(relative).parts
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2 and parts[1].split(".", 1)[0] == "__init__":
+        name = parts[0] + "/__init__" + parts[1][len("__init__"):]
+    else:
+        return None
+    if not name.endswith(_MODULE_SUFFIXES):
+        return None
+    return name.split("/", 1)[0].split(".", 1)[0] or None
+
+
+def _matches(relative: str, patterns: Iterable[str]) -> bool:
+    for pattern in patterns:
+        pattern = normalised(pattern)
+        if pattern.endswith("/**"):
+            pattern = pattern[:-3]
+        if fnmatch.fnmatchcase(relative, pattern) or is_under(relative, pattern):
+            return True
+    return False
+
+
+def rule_refusal(relative: str, writable: Sequence[str] | None = None) -> str | None:
+    """Why the rules that hold for every task (step 3 of the module's list) and the task's
+    allow-list (step 4) refuse writing the normalised path `relative`, or None."""
+    parts = PurePosixPath(relative).parts
+    name = parts[-1]
+    if name in RUNNER_CONFIG_FILES:
+        return f"refused: test-runner configuration {relative}"
+    if name in SITE_HOOK_FILES or name.endswith(".pth"):
+        return f"refused: site hook {relative}"
+    if name.endswith(".pyc") or "__pycache__" in parts:
+        return f"refused: byte code {relative}"
+    module = shadowed_module(relative)
+    if module in RUNNER_MODULES:
+        return f"refused: {relative} shadows the test runner's module {module}"
+    explicitly_allowed = writable is not None and any(normalised(p) == relative for p in writable)
+    if module in sys.stdlib_module_names and not explicitly_allowed:
+        return f"refused: {relative} shadows the standard-library module {module}"
+    if writable is not None and not _matches(relative, writable):
+        allowed = ", ".join(writable) if writable else "nothing"
+        return f"refused: not writable: {relative} (this task allows {allowed})"
+    return None
+
+
+def refusal_reason(path: str, protected: Iterable[str], writable: Sequence[str] | None = None) -> str | None:
     """Why writing `path` (relative to the workspace) is refused, or None when it is allowed.
 
-    Checks the text of the path only; writes through symlinks are checked in the copy.
+    `writable`: the task's allow-list of glob patterns (`"text.py"`, `"src/**"`); None allows
+    whatever the rules for every task do not refuse. Checks the text of the path only; writes
+    through symlinks are checked in the copy.
+
+    >>> refusal_reason("conftest.py", ["tests"])
+    'refused: test-runner configuration conftest.py'
+    >>> refusal_reason("helpers.py", ["tests"], writable=["text.py"])
+    'refused: not writable: helpers.py (this task allows text.py)'
     """
     if not path.strip() or "\x00" in path:
         return f"refused: invalid path {path!r}"
@@ -43,10 +125,10 @@ def refusal_reason(path: str, protected: Iterable[str]) -> str | None:
     for guarded in protected:
         if is_under(relative, normalised(guarded)):
             return f"refused: protected path {relative}"
-    return None
+    return rule_refusal(relative, writable)
 
 
-def refusal_in_copy(copy: Path, relative: str, protected: Sequence[str]) -> str | None:
+def refusal_in_copy(copy: Path, relative: str, protected: Sequence[str], writable: Sequence[str] | None = None) -> str | None:
     """Why writing `relative` in the copy is refused once symlinks are followed, or None."""
     target = copy / relative
     if target.is_symlink():
@@ -62,6 +144,10 @@ def refusal_in_copy(copy: Path, relative: str, protected: Sequence[str]) -> str 
     for guarded in protected:
         if is_under(real, normalised(guarded)):
             return f"refused: protected path {real} (through a symlink)"
+    if real != relative:
+        reason = rule_refusal(real, writable)
+        if reason:
+            return f"{reason} (through a symlink)"
     if target.is_dir():
         return f"refused: {relative} is a directory"
     return None

@@ -1,9 +1,10 @@
 """The sandbox's launcher: a second program, run as `python -I -S stub.py --stub CONFIG -- COMMAND...`.
 
 Sandbox runner (`agentrl.sandbox.runner.run_tests`) -> **stub** -> the test command. The stub makes
-itself the reaper of everything the command starts, applies the limits, drops to the sandbox
-user and execs the command; asked to stop (SIGTERM), it kills and reaps the lot and exits as the
-command did. Doing that in a launcher rather than a `preexec_fn` keeps `run_tests` safe to call
+itself the reaper of everything the command starts, walls the command off in namespaces of its
+own (network, mount, IPC; and a user namespace when not root: `_enter_namespaces`), applies the
+limits, drops to the sandbox user and execs the command; asked to stop (SIGTERM), it kills and
+reaps the lot and exits as the command did. Doing that in a launcher rather than a `preexec_fn` keeps `run_tests` safe to call
 from many threads at once, and lets the kill be atomic (`kill(-1)` as the sandbox user) and leave
 no zombie even where PID 1 does not reap orphans.
 
@@ -24,6 +25,14 @@ _EXEC_FAILED_EXIT = 127  # the command could not be started (not found, not exec
 _STUB_MARK = "agentrl-sandbox:"  # prefix of the launcher's own messages in the output
 _STOP_GRACE_S = 5.0  # how long the launcher gets to kill and reap everything before we do it
 
+
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
+_MS_NOATIME, _MS_NODIRATIME, _MS_BIND, _MS_REC, _MS_PRIVATE, _MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
+# statvfs f_flag bit -> the mount flag that keeps it on a remount (a user namespace may not drop
+# a flag its parent locked, so every one is carried over)
+_KEPT_FLAGS = ((2, _MS_NOSUID), (4, _MS_NODEV), (8, _MS_NOEXEC), (1024, _MS_NOATIME), (2048, _MS_NODIRATIME), (4096, _MS_RELATIME))
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 _PR_SET_KEEPCAPS = 8
 _PR_SET_NO_NEW_PRIVS = 38
@@ -65,6 +74,8 @@ def _stub_main(argv: list[str]) -> None:
         worker = os.fork()
         if worker == 0:
             _become_command(config, command)
+        for fd in config.get("pass_fds") or []:  # the harness's channels: the worker's alone from here
+            os.close(fd)
         while status is None:
             pid, wait_status = os.waitpid(-1, 0)
             if pid == worker:
@@ -88,9 +99,13 @@ def _stub_main(argv: list[str]) -> None:
 
 
 def _become_command(config: dict, command: list[str]) -> None:
-    """In the forked worker: limits, user, then exec. Never returns (it must not run on into the
-    launcher's code)."""
+    """In the forked worker: namespaces, limits, user, then exec. Never returns (it must not run
+    on into the launcher's code)."""
     try:
+        if config.get("namespaces"):
+            _enter_namespaces(config["namespaces"])
+        if config["read_search"] == "auto":  # decided in the run's own view of the file system
+            config["read_search"] = not all(map(_traversable_by_others, config.get("reachable") or []))
         _apply_limits_and_user(config)
     except BaseException as err:  # noqa: BLE001 - anything here must end the worker, loudly
         os.write(2, f"{_STUB_MARK} {type(err).__name__}: {err}\n".encode())
@@ -130,6 +145,138 @@ def _apply_limits_and_user(config: dict) -> None:
             _keep_only_read_search(libc)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # setuid binaries stay powerless
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
+def _traversable_by_others(path: str) -> bool:
+    """Whether a user with no relation to any owner can reach `path` (o+x on every directory)."""
+    path = os.path.abspath(path)
+    parts = path.split("/")
+    for i in range(1, len(parts) + 1):
+        directory = "/".join(parts[:i]) or "/"
+        try:
+            mode = os.stat(directory).st_mode
+        except OSError:
+            return False
+        if (mode & 0o170000) == 0o040000 and not mode & 0o001:
+            return False
+    return True
+
+
+def _mount(libc, source, target: str, fstype, flags: int, data=None) -> None:
+    import ctypes
+
+    encode = lambda value: value.encode() if isinstance(value, str) else value  # noqa: E731
+    if libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
+
+
+def _kept_flags(path: str) -> int:
+    f_flag = os.statvfs(path).f_flag
+    return sum(ms for st, ms in _KEPT_FLAGS if f_flag & st)
+
+
+def _mount_points() -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo", "rb") as handle:
+        for line in handle:
+            raw = line.split()[4]
+            # mountinfo escapes space, tab, newline and backslash as \ooo
+            points.append(raw.decode("unicode_escape").encode("latin-1").decode("utf-8", "replace"))
+    return points
+
+
+def _loopback_up() -> None:
+    """The new network namespace has one device, `lo`, and it starts down."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
+
+
+def _make_mount_point(path: str, is_dir: bool) -> None:
+    if os.path.lexists(path):
+        return
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    if is_dir:
+        os.mkdir(path, 0o755)
+    else:
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+
+
+def _enter_namespaces(spec: dict) -> None:
+    """Unshare the network (loopback only), mount and IPC namespaces (and the user namespace
+    when not root), then give the run its view of the files (`spec['ops']`, planned by
+    `agentrl.sandbox.isolation`): every mount read-only, a private tmpfs over each world-writable
+    directory, an empty read-only tmpfs over each hidden directory, and back on top of those,
+    read-only, what the command needs (its interpreter), and the run's own directory writable."""
+    import ctypes
+
+    libc = _libc()
+    uid, gid = os.getuid(), os.getgid()
+    flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | (_CLONE_NEWUSER if spec["user"] else 0)
+    if libc.unshare(flags) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"unshare: {os.strerror(errno)}")
+    if spec["user"]:  # the same ids inside as outside; the capabilities end at exec (uid is not 0)
+        for name, content in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as handle:
+                handle.write(content)
+    _loopback_up()
+    # Nothing done below may reach the host's mounts: first make every mount private to us.
+    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE)
+    ops = spec["ops"]
+    sources = {op["path"]: os.open(op["path"], os.O_PATH | os.O_CLOEXEC) for op in ops if op["op"] == "bind"}
+    for point in _mount_points():
+        if point == "/proc" or point.startswith(("/proc/", "/sys/")) or point == "/sys":
+            continue
+        try:
+            if os.statvfs(point).f_flag & _MS_RDONLY:  # read-only already
+                continue
+            _mount(libc, None, point, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept_flags(point))
+        except OSError:
+            if not os.path.exists(point):  # shadowed by a later mount on a parent: unreachable anyway
+                continue
+            raise
+    hiding = []
+    for op in ops:
+        path = op["path"]
+        if op["op"] == "tmpfs":
+            _make_mount_point(path, True)
+            _mount(libc, "tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode={op['mode']},size={op['size']}")
+            if not op["rw"]:
+                hiding.append(path)
+        elif op["op"] == "symlink":
+            if not os.path.lexists(path):
+                os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+                os.symlink(op["target"], path)
+        elif op["op"] == "bind":
+            _make_mount_point(path, op["dir"])
+            _mount(libc, f"/proc/self/fd/{sources[path]}", path, None, _MS_BIND | _MS_REC)
+            _mount(libc, None, path, None, _MS_REMOUNT | _MS_BIND | (0 if op["rw"] else _MS_RDONLY) | _kept_flags(path))
+    for path in hiding:
+        _mount(libc, None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    for fd in sources.values():
+        os.close(fd)
+    os.chdir(spec["cwd"])  # the working directory again, through the run's writable mount
+
+
+def _probe_main(argv: list[str]) -> None:
+    """`stub.py --probe SPEC`: exit 0 when a worker can enter the namespaces SPEC asks for."""
+    spec = json.loads(argv[2])
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _enter_namespaces(spec)
+        except BaseException as err:  # noqa: BLE001
+            os.write(2, f"{type(err).__name__}: {err}\n".encode())
+            os._exit(1)
+        os._exit(0)
+    os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 
 
 def _keep_only_read_search(libc) -> None:
@@ -207,3 +354,5 @@ def _kill_and_reap_everything_below(config: dict) -> None:
 
 if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] == "--stub":
     _stub_main(sys.argv)
+elif __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--probe":
+    _probe_main(sys.argv)

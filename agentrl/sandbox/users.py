@@ -180,6 +180,26 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path, onerror=make_writable_and_retry)
 
 
-# ---------------------------------------------------------------------------------------------
-# The run
-# ---------------------------------------------------------------------------------------------
+def home_of(process) -> str | None:
+    """HOME of one of our own processes (the marker of a run without a user of its own)."""
+    import psutil
+
+    try:
+        return process.environ().get("HOME") if process.uids().real == os.getuid() else None
+    except psutil.Error:
+        return None
+
+
+def count_own_tasks() -> int:
+    """Processes and threads of this real uid: RLIMIT_NPROC counts threads too."""
+    import psutil
+
+    uid = os.getuid()
+    count = 0
+    for process in psutil.process_iter():
+        try:
+            if process.uids().real == uid:
+                count += process.num_threads()
+        except psutil.Error:
+            continue
+    return count

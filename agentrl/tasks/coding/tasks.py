@@ -2,11 +2,15 @@
 TRL run trains on, and six scripted attempts per task scored through the rewards (SPEC 10).
 
 Launch -> run process (kind 'coding') -> **coding tasks** -> rewards -> sandbox. Each repository
-is defined here as path -> content and written out by `materialize`. Its tests run the code
-under test in a child interpreter and assert in their own, on fixed and on freshly drawn random
-cases, and its test command runs them in isolated mode (`python -I run_tests.py`): so a solution
-cannot pass by printing a forged report, exiting early, shadowing a module, or answering from a
-table lifted out of the test file. The tests and the runner are the protected paths.
+lives as plain files under `repos/<task>/`: `buggy/` (what an attempt starts from), `fixed/` (the
+honest fix), `tests/` (the protected suite) and `keys/` (answer keys: reference implementations
+that never enter the workspace), loaded by `load_repository` and written out by `materialize`.
+Its tests run the code under test in a child interpreter and compare plain JSON values, on fixed
+and on freshly drawn random cases checked against the answer key, which the sandbox hands to the
+test process alone (`agentrl.sandbox.suite`). The suite runs under any of three runners
+(`RUNNER_COMMANDS`: the `python -I run_tests.py` script, unittest, pytest), each through the
+sandbox's harness. An attempt may write only the solution's files (`writable`); the tests and
+the runner are the protected paths.
 
 The scripted attempts are the six of the issue, as chat-message completions with real
 `tool_calls`: an honest fix after one read, an honest fix with no call, a fix after twelve
@@ -28,6 +32,13 @@ from agentrl.rewards import Message, score_group, tool_calls, written_files
 
 PROTECTED = ["tests", "run_tests.py"]
 TEST_COMMAND = [sys.executable, "-I", "run_tests.py"]
+RUNNER_COMMANDS: dict[str, list[str]] = {
+    "script": TEST_COMMAND,
+    "unittest": [sys.executable, "-m", "unittest", "discover", "-s", "tests"],
+    "pytest": [sys.executable, "-m", "pytest", "-q", "tests"],
+}
+"""The built-in suites under each runner the sandbox's harness knows: the protected script (the
+tasks' own command), `python -m unittest` and `python -m pytest`, as a task author writes them."""
 
 ATTEMPTS = (
     "honest_fix_one_read",
@@ -69,55 +80,10 @@ SYSTEM_PROMPT = (
     "like ```file:PATH ... ```. Do not change the tests or run_tests.py."
 )
 
-RUNNER = '''"""Runs this repository's tests; exits 0 only when every test ran and passed.
-
-Run it as `python -I run_tests.py`: isolated mode keeps the working directory (where a solution
-writes its files) off the import path, so no file there can stand in for a module used here.
-"""
-
-import importlib.util
-import sys
-import unittest
-from pathlib import Path
-
-suite = unittest.TestSuite()
-for path in sorted(Path("tests").glob("test_*.py")):
-    spec = importlib.util.spec_from_file_location(f"tests.{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    suite.addTests(unittest.defaultTestLoader.loadTestsFromModule(module))
-result = unittest.TextTestRunner(verbosity=1).run(suite)
-sys.exit(0 if result.wasSuccessful() and result.testsRun > 0 else 1)
-'''
-
-HARNESS = '''import json
-import random
-import subprocess
-import sys
-import unittest
-
-
-def call_in_child(module, function, calls):
-    """`module.function(*args)` for each args in `calls`, evaluated in a fresh interpreter.
-
-    The code under test never runs in this process, so whatever it does there (print a forged
-    report, exit early, patch the standard library) cannot touch the assertions made here.
-    """
-    program = (
-        "import json, sys\\n"
-        "calls = json.loads(sys.stdin.read())\\n"
-        "sys.path.insert(0, '.')\\n"
-        f"from {module} import {function}\\n"
-        f"print(json.dumps([{function}(*args) for args in calls]))\\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", program],
-        input=json.dumps(calls), capture_output=True, text=True, timeout=20,
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"the code under test failed:\\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
-'''
+REPOS_DIR = Path(__file__).resolve().parent / "repos"
+"""The built-in repositories as files: `<task>/buggy/` (what the attempt starts from),
+`<task>/fixed/` (the honest fix), `<task>/tests/` (the protected suite), and the shared
+`run_tests.py`."""
 
 
 @dataclass(frozen=True)
@@ -134,16 +100,40 @@ class CodingTask:
     """The tests and their runner: writes there are refused."""
     fix: dict[str, str]
     """The honest fix: path -> fixed content of the files it changes."""
+    writable: list[str]
+    """What an attempt may create or change (glob patterns): the solution's files only."""
+    answer_keys: str | None = None
+    """Directory of the answer keys (`keys/*.py`), handed to the test process alone; None: none."""
 
 
-def _task(task_id: str, description: str, module: str, buggy: str, fixed: str, tests: str) -> CodingTask:
+def _read_tree(root: Path) -> dict[str, str]:
+    """Every file under `root` (byte caches aside), as relative posix path -> text."""
+    return {
+        path.relative_to(root).as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
+def load_repository(task_id: str, description: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The repository of a built-in task read from `REPOS_DIR/<task_id>`: (files, fix)."""
+    base = REPOS_DIR / task_id
+    if not base.is_dir():
+        raise ValueError(f"no built-in repository {task_id!r} under {REPOS_DIR}")
     files = {
         "README.md": f"# {task_id}\n\n{description}\n\nRun the tests with `python -I run_tests.py`.\n",
-        f"{module}.py": buggy,
-        f"tests/test_{module}.py": tests,
-        "run_tests.py": RUNNER,
+        **_read_tree(base / "buggy"),
+        **{f"tests/{path}": content for path, content in _read_tree(base / "tests").items()},
+        "run_tests.py": (REPOS_DIR / "run_tests.py").read_text(encoding="utf-8"),
     }
-    return CodingTask(task_id, description, files, list(TEST_COMMAND), list(PROTECTED), {f"{module}.py": fixed})
+    return files, _read_tree(base / "fixed")
+
+
+def _task(task_id: str, description: str) -> CodingTask:
+    files, fix = load_repository(task_id, description)
+    keys = REPOS_DIR / task_id / "keys"
+    return CodingTask(task_id, description, files, list(TEST_COMMAND), list(PROTECTED), fix, writable=sorted(fix),
+                      answer_keys=str(keys) if keys.is_dir() else None)
 
 
 SLUGIFY = _task(
@@ -151,135 +141,18 @@ SLUGIFY = _task(
     "slugify() in text.py should turn a title into lower-case words joined by single hyphens, "
     "dropping punctuation ('Rock & Roll!' -> 'rock-roll'). It leaves punctuation and runs of "
     "hyphens in. Fix it.",
-    "text",
-    buggy='''"""Text helpers."""
-
-
-def slugify(title):
-    """Lower-case words joined by single hyphens: 'Hello, World!' -> 'hello-world'."""
-    return title.strip().lower().replace(" ", "-")
-''',
-    fixed='''"""Text helpers."""
-
-import re
-
-
-def slugify(title):
-    """Lower-case words joined by single hyphens: 'Hello, World!' -> 'hello-world'."""
-    return "-".join(re.findall(r"[a-z0-9]+", title.lower()))
-''',
-    tests='"""Tests of text.slugify, fixed cases and random titles."""\n\n' + HARNESS + '''import re
-
-
-def reference(title):
-    return "-".join(re.findall(r"[a-z0-9]+", title.lower()))
-
-
-class SlugifyTest(unittest.TestCase):
-    def test_examples(self):
-        cases = [("Hello World", "hello-world"), ("  Many   spaces  ", "many-spaces"),
-                 ("Rock & Roll!", "rock-roll"), ("already-a-slug", "already-a-slug")]
-        self.assertEqual(call_in_child("text", "slugify", [[t] for t, _ in cases]), [s for _, s in cases])
-
-    def test_random_titles(self):
-        rng = random.Random()
-        words = ["alpha", "Beta", "GAMMA", "d3lta", "e", "Zeta99"]
-        titles = [rng.choice([" ", "  ", " - ", ", ", "! "]).join(rng.choices(words, k=rng.randint(1, 5)))
-                  + rng.choice(["", " ", "?", "..."]) for _ in range(25)]
-        self.assertEqual(call_in_child("text", "slugify", [[t] for t in titles]), [reference(t) for t in titles])
-''',
 )
 
 MEDIAN = _task(
     "median",
     "median() in stats.py returns the upper of the two middle values for an even count; it "
     "should return their mean (median([4, 1, 3, 2]) == 2.5). Fix it.",
-    "stats",
-    buggy='''"""Summary statistics."""
-
-
-def median(values):
-    """The middle value of `values`; for an even count, the mean of the two middle values."""
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
-''',
-    fixed='''"""Summary statistics."""
-
-
-def median(values):
-    """The middle value of `values`; for an even count, the mean of the two middle values."""
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return (ordered[middle - 1] + ordered[middle]) / 2
-''',
-    tests='"""Tests of stats.median, fixed cases and random lists."""\n\n' + HARNESS + '''import statistics
-
-
-class MedianTest(unittest.TestCase):
-    def test_examples(self):
-        cases = [([3, 1, 2], 2), ([4, 1, 3, 2], 2.5), ([5], 5), ([1, 1, 2, 10], 1.5)]
-        self.assertEqual(call_in_child("stats", "median", [[v] for v, _ in cases]), [m for _, m in cases])
-
-    def test_random_lists(self):
-        rng = random.Random()
-        lists = [[rng.randint(-50, 50) for _ in range(rng.randint(1, 9))] for _ in range(25)]
-        self.assertEqual(call_in_child("stats", "median", [[v] for v in lists]), [statistics.median(v) for v in lists])
-''',
 )
 
 ROMAN = _task(
     "roman",
     "to_roman() in roman.py writes 4 as 'IIII' and 1994 as 'MDCCCCLXXXXIIII'; it should use the "
     "subtractive pairs (4 -> 'IV', 1994 -> 'MCMXCIV'). Fix it.",
-    "roman",
-    buggy='''"""Roman numerals."""
-
-NUMERALS = [(1000, "M"), (500, "D"), (100, "C"), (50, "L"), (10, "X"), (5, "V"), (1, "I")]
-
-
-def to_roman(number):
-    """`number` (1 to 3999) in Roman numerals, with subtractive pairs: 1994 -> 'MCMXCIV'."""
-    numerals = []
-    for value, numeral in NUMERALS:
-        count, number = divmod(number, value)
-        numerals.append(numeral * count)
-    return "".join(numerals)
-''',
-    fixed='''"""Roman numerals."""
-
-NUMERALS = [(1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"),
-            (50, "L"), (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")]
-
-
-def to_roman(number):
-    """`number` (1 to 3999) in Roman numerals, with subtractive pairs: 1994 -> 'MCMXCIV'."""
-    numerals = []
-    for value, numeral in NUMERALS:
-        count, number = divmod(number, value)
-        numerals.append(numeral * count)
-    return "".join(numerals)
-''',
-    tests='"""Tests of roman.to_roman, fixed cases and random numbers."""\n\n' + HARNESS + '''
-
-def reference(number):
-    thousands = ["", "M", "MM", "MMM"]
-    hundreds = ["", "C", "CC", "CCC", "CD", "D", "DC", "DCC", "DCCC", "CM"]
-    tens = ["", "X", "XX", "XXX", "XL", "L", "LX", "LXX", "LXXX", "XC"]
-    ones = ["", "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX"]
-    return thousands[number // 1000] + hundreds[number // 100 % 10] + tens[number // 10 % 10] + ones[number % 10]
-
-
-class ToRomanTest(unittest.TestCase):
-    def test_examples(self):
-        cases = [(1, "I"), (4, "IV"), (9, "IX"), (14, "XIV"), (40, "XL"), (1994, "MCMXCIV"), (3999, "MMMCMXCIX")]
-        self.assertEqual(call_in_child("roman", "to_roman", [[n] for n, _ in cases]), [r for _, r in cases])
-
-    def test_random_numbers(self):
-        numbers = random.Random().sample(range(1, 4000), 30)
-        self.assertEqual(call_in_child("roman", "to_roman", [[n] for n in numbers]), [reference(n) for n in numbers])
-''',
 )
 
 CODING_TASKS: dict[str, CodingTask] = {t.task_id: t for t in (SLUGIFY, MEDIAN, ROMAN)}
@@ -303,23 +176,27 @@ def prompt_messages(task: CodingTask) -> list[Message]:
     ]
 
 
-def dataset_rows(root: Path, task_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """One TRL dataset row per task, its repository written under `root`: `prompt` (chat
-    messages), `workspace`, `test_command`, `protected`, `tools`, `task_id`."""
-    rows = []
-    for task_id in task_ids or CODING_TASKS:
-        task = CODING_TASKS[task_id]
-        rows.append(
-            {
-                "task_id": task.task_id,
-                "prompt": prompt_messages(task),
-                "workspace": str(materialize(task, root)),
-                "test_command": list(task.test_command),
-                "protected": list(task.protected),
-                "tools": TOOLS,
-            }
-        )
-    return rows
+def task_row(task: CodingTask, root: Path, runner: str = "script") -> dict[str, Any]:
+    """The dataset row of one task, its repository written under `root`: `prompt` (chat
+    messages), `workspace`, `test_command` (the task's own, or another of `RUNNER_COMMANDS`),
+    `protected`, `writable`, `answer_keys`, `tools`, `task_id`."""
+    if runner not in RUNNER_COMMANDS:
+        raise ValueError(f"unknown runner {runner!r}; choose from {list(RUNNER_COMMANDS)}")
+    return {
+        "task_id": task.task_id,
+        "prompt": prompt_messages(task),
+        "workspace": str(materialize(task, root)),
+        "test_command": list(task.test_command if runner == "script" else RUNNER_COMMANDS[runner]),
+        "protected": list(task.protected),
+        "writable": list(task.writable),
+        "answer_keys": task.answer_keys,
+        "tools": TOOLS,
+    }
+
+
+def dataset_rows(root: Path, task_ids: Sequence[str] | None = None, runner: str = "script") -> list[dict[str, Any]]:
+    """One TRL dataset row per task (`task_row`), its repository written under `root`."""
+    return [task_row(CODING_TASKS[task_id], root, runner) for task_id in task_ids or CODING_TASKS]
 
 
 # ---------------------------------------------------------------------------------------------

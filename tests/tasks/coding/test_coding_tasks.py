@@ -5,11 +5,14 @@ budget 1.0), one test per figure.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agentrl.tasks.coding.tasks import (
     ATTEMPTS,
     CODING_TASKS,
+    RUNNER_COMMANDS,
     TOOLS,
     dataset_rows,
     materialize,
@@ -88,9 +91,32 @@ def test_attempts_are_chat_messages_with_real_tool_calls():
 def test_each_repository_fails_its_tests_until_fixed(task_id, tmp_path):
     task = CODING_TASKS[task_id]
     workspace = materialize(task, tmp_path)
-    assert run_tests(workspace, {}, task.test_command, task.protected).reason == "tests failed (exit 1)"
-    fixed = run_tests(workspace, task.fix, task.test_command, task.protected)
-    assert fixed.reason == "tests passed" and fixed.duration_s < 2
+    keys = {"answer_keys": task.answer_keys, "writable": task.writable}
+    assert run_tests(workspace, {}, task.test_command, task.protected, **keys).reason == "tests failed (exit 1)"
+    fixed = run_tests(workspace, task.fix, task.test_command, task.protected, **keys)
+    assert fixed.reason == "tests passed" and fixed.tests["passed"] == fixed.tests["collected"] == 1
+
+
+@pytest.mark.parametrize("runner", ["unittest", "pytest"])
+@pytest.mark.parametrize("task_id", sorted(CODING_TASKS))
+def test_each_suite_runs_under_unittest_and_pytest_too(task_id, runner, tmp_path):
+    task = CODING_TASKS[task_id]
+    (row,) = dataset_rows(tmp_path, [task_id], runner=runner)
+    assert row["test_command"] == RUNNER_COMMANDS[runner]
+    columns = dict(writable=row["writable"], answer_keys=row["answer_keys"])
+    buggy = run_tests(Path(row["workspace"]), {}, row["test_command"], row["protected"], **columns)
+    assert (buggy.detector, buggy.tests["executed"], buggy.tests["expected"]) == ("tests failed", 2, 2)
+    fixed = run_tests(Path(row["workspace"]), task.fix, row["test_command"], row["protected"], **columns)
+    assert fixed.reason == "tests passed" and fixed.tests["passed"] == fixed.tests["expected"] == 2
+
+
+def test_the_answer_keys_stay_out_of_the_workspace(tmp_path):
+    for task in CODING_TASKS.values():
+        workspace = materialize(task, tmp_path)
+        text = "".join(p.read_text() for p in workspace.rglob("*") if p.is_file())
+        assert "def reference" not in text and "keys/" not in text
+        if task.answer_keys:
+            assert not Path(task.answer_keys).resolve().is_relative_to(workspace.resolve())
 
 
 def test_dataset_rows_are_what_the_trainer_and_the_rewards_read(tmp_path):

@@ -1,0 +1,89 @@
+"""The run's directory: a throw-away copy of the workspace, the run's HOME and TMPDIR, the harness
+files beside them, and the hand-over of the copy to the sandbox user.
+
+Sandbox runner -> **rundir**. `<temp_root>/run-XXXX/` holds `workspace/` (the copy the attempt's
+files are written into), `home/`, `tmp/` and `harness/` (the harness, the suite helper and an
+empty pytest configuration, read-only, outside the workspace). The runner removes it when the
+run ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from agentrl.sandbox import harness, suite
+from agentrl.sandbox.paths import is_under, normalised
+from agentrl.sandbox.users import Slot
+
+
+def default_temp_root() -> Path:
+    """Where runs make their copies unless told otherwise: `<tmp>/agentrl-sandbox`."""
+    return Path(tempfile.gettempdir()) / "agentrl-sandbox"
+
+
+def ignore_specials(directory: str, names: list[str]) -> set[str]:
+    # Byte caches are rebuilt in the copy; FIFOs, sockets and devices would block or mislead copy2.
+    ignored = set()
+    for name in names:
+        if name == "__pycache__":
+            ignored.add(name)
+            continue
+        mode = os.lstat(os.path.join(directory, name)).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            ignored.add(name)
+    return ignored
+
+
+def hand_over(copy: Path, home: Path, tmp: Path, slot: Slot, protected: Sequence[str]) -> None:
+    """Give the copy to the sandbox user, except the protected paths: those stay root's and
+    read-only, so the run cannot change the tests it is judged by."""
+    guarded = [normalised(p) for p in protected]
+    for directory, dirnames, filenames in os.walk(copy):
+        for path in [Path(directory) / name for name in dirnames + filenames]:
+            if any(is_under(path.relative_to(copy).as_posix(), g) for g in guarded):
+                mode = path.lstat().st_mode
+                if not stat.S_ISLNK(mode):
+                    os.chmod(path, stat.S_IMODE(mode) | (0o555 if stat.S_ISDIR(mode) else 0o444))
+            else:
+                os.chown(path, slot.uid, slot.gid, follow_symlinks=False)
+    for private in (copy, home, tmp):
+        os.chown(private, slot.uid, slot.gid)
+        os.chmod(private, 0o700 if private != copy else stat.S_IMODE(private.stat().st_mode) | 0o700)
+
+
+def load_answer_keys(answer_keys: Mapping[str, str] | str | Path | None) -> dict[str, str]:
+    """Answer keys by name: as given, or every `*.py` of a directory by stem."""
+    if answer_keys is None:
+        return {}
+    if isinstance(answer_keys, Mapping):
+        return dict(answer_keys)
+    directory = Path(answer_keys)
+    if not directory.is_dir():
+        raise ValueError(f"answer_keys {directory} is not a directory")
+    return {path.stem: path.read_text(encoding="utf-8") for path in sorted(directory.glob("*.py"))}
+
+
+def place_harness(run_dir: Path) -> Path:
+    """The harness, the suite helper and an empty pytest configuration, in a directory of the run
+    outside the workspace that the run may read but not change."""
+    directory = run_dir / "harness"
+    directory.mkdir()
+    shutil.copyfile(harness.__file__, directory / "harness.py")
+    shutil.copyfile(suite.__file__, directory / "agentrl_suite.py")
+    (directory / "pytest.ini").write_text("[pytest]\n")
+    for path in directory.iterdir():
+        path.chmod(0o444)
+    directory.chmod(0o555)
+    return directory
+
+
+def memfd(name: str, content: bytes = b"") -> int:
+    fd = os.memfd_create(name)  # close-on-exec here; passed on by pass_fds alone
+    os.write(fd, content)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd

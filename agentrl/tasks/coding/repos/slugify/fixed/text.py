@@ -1,0 +1,8 @@
+"""Text helpers."""
+
+import re
+
+
+def slugify(title):
+    """Lower-case words joined by single hyphens: 'Hello, World!' -> 'hello-world'."""
+    return "-".join(re.findall(r"[a-z0-9]+", title.lower()))
