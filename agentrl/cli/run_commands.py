@@ -67,13 +67,18 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from agentrl.launcher import Launcher
     from agentrl.record.rundir import list_run_dirs
+    from agentrl.record.runfiles import RunFileError, read_meta, read_status
 
     runs_dir = runs_dir_of(args)
     if runs_dir.is_dir() and os.access(runs_dir, os.W_OK):
         Launcher(runs_dir).reconcile()
     rows = []
     for run in list_run_dirs(runs_dir):
-        meta, status = run.meta() or {}, run.status() or {}
+        try:
+            meta, status = read_meta(run) or {}, read_status(run) or {}
+        except RunFileError as error:  # that run only, named with its file
+            rows.append((run.run_id, "?", "unreadable", "?", str(error)))
+            continue
         rows.append((run.run_id, meta.get("scorer", ""), status.get("status", "?"),
                      f"{status.get('step', 0)}/{meta.get('total_steps', '?')}", status.get("error") or ""))
     if not rows:

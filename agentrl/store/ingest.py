@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from agentrl.record.chunks import CHUNKS_DIR, LEGACY_GLOB, list_commits
 from agentrl.record.rows import CHUNK_TABLES, RECORD_SCHEMA_VERSION, TABLE_SCHEMAS
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
+from agentrl.record.runfiles import RunFileError, read_meta, read_status
 from agentrl.store.db import StoreLockedError, connect  # noqa: F401 - StoreLockedError is re-exported for callers
 
 MAX_FILES_PER_TRANSACTION = 2000  # bounds one ingest tick's latency when a backlog builds up
@@ -85,9 +86,14 @@ class Ingestor:
             for run in list_run_dirs(self.runs_dir):
                 if run.run_id in self._drained:
                     continue
-                status = run.status() or {}
+                try:
+                    meta, status = read_meta(run), read_status(run) or {}
+                except RunFileError as error:  # this run only; the others carry on
+                    self._bad_run_file(run, error, report)
+                    continue
+                self._run_file_fixed(run)
                 ended = status.get("status") in TERMINAL_STATUSES
-                readable = self._sync_run(run, status, report)
+                readable = self._sync_run(run, meta, status, report)
                 new_units = self._new_units(run) if readable else []
                 if new_units:
                     self._ingest_units(new_units, report)
@@ -98,9 +104,34 @@ class Ingestor:
             report.seconds = time.perf_counter() - started
             return report
 
-    def _sync_run(self, run: RunDir, status: dict, report: IngestReport) -> bool:
+    def _bad_run_file(self, run: RunDir, error: RunFileError, report: IngestReport) -> None:
+        """Name a damaged run.json or status.json once (again only when the file changes)."""
+        path = error.path
+        key = f"{run.run_id}/{path.name}"
+        try:
+            stat = path.stat()
+            signature = (stat.st_size, stat.st_mtime_ns)
+        except OSError:
+            signature = (None, None)
+        if self._bad.get(key) != signature:
+            self._record_bad(key, path, error.detail, report)
+
+    def _run_file_fixed(self, run: RunDir) -> None:
+        """A run file named as damaged was rewritten and reads again: its error no longer stands."""
+        for path in (run.meta_path, run.status_path):
+            key = f"{run.run_id}/{path.name}"
+            if key not in self._bad:
+                continue
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            if self._bad[key] != (stat.st_size, stat.st_mtime_ns):
+                del self._bad[key]
+                self.con.execute("DELETE FROM ingest_errors WHERE path = ?", [key])
+
+    def _sync_run(self, run: RunDir, meta: dict | None, status: dict, report: IngestReport) -> bool:
         """Copy the run's record into `runs`; False when its record format cannot be read."""
-        meta = run.meta()
         if meta is None:
             return False
         version = meta.get("record_schema_version", 1)
