@@ -2,10 +2,12 @@
 
 Launch -> **run process**: a run is `python -m agentrl train --config <run_dir>/config.json ...`
 started from an argument list (never a shell string) in its own session, output to
-`<run_dir>/stdout.log`. Liveness is the pid *and* the process create time (a reused pid is not
-the run). A run that vanished without a terminal status is marked `failed` with its exit code or
-signal; a cancel is a stop file the run honours between rounds, then SIGKILL to its process
-group after a grace period.
+`<run_dir>/stdout.log`; that command supervises a worker that does the run and records its exit
+(`agentrl.supervisor`). Liveness is the pid *and* the process create time (a reused pid is not
+the run), of the process we started or the worker status.json names. A run that vanished
+without a terminal status is marked `failed` with its exit code or signal (or "exit status
+unknown" when neither it nor this launcher could learn it); a cancel is a stop file the run
+honours between rounds, then SIGKILL to its process group after a grace period.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import psutil
 
 from agentrl.config import RunConfig
 from agentrl.paths import PROJECT_ROOT
+from agentrl.record.chunks import sweep_uncommitted
 from agentrl.record.rundir import (
     TERMINAL_STATUSES,
     RunDir,
@@ -33,6 +36,7 @@ from agentrl.record.rundir import (
     write_json_atomic,
 )
 from agentrl.record.runfiles import RunFileError, read_launch, read_status
+from agentrl.supervisor import describe_exit
 
 CANCEL_GRACE_S = 10.0
 LAUNCH_GRACE_S = 60.0  # a queued run whose process never said hello is failed after this
@@ -43,18 +47,6 @@ class Liveness:
     alive: bool
     exit_code: int | None = None  # negative: killed by that signal
     known: bool = False  # True when the exit code is known (we are the parent)
-
-
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "the run process vanished without a final status (exit status unknown)"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"the run process was killed by {name}"
-    return f"the run process exited with code {code} without a final status"
 
 
 def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
@@ -198,6 +190,7 @@ class Launcher:
             if last:
                 detail += f"; last output: {last[-1][:300]}"
             run.update_status(status="failed", ended_at=iso(utc_now()), error=detail, exit_code=live.exit_code)
+        sweep_uncommitted(run.root)  # no process writes the run any more: a flush cut short goes
         return True
 
     def _known_pid(self, run: RunDir) -> int | None:

@@ -39,6 +39,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from agentrl.engines.registry import engine_of
     from agentrl.launcher import create_run
     from agentrl.store.ingest import StoreLockedError, ingest_once
+    from agentrl.supervisor import supervise
 
     overrides = {"name": args.name, "step_delay": args.step_delay}
     config = load_preset(args.preset, **overrides) if args.preset is not None else load_config_file(args.config, **overrides)
@@ -55,7 +56,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         run = create_run(runs_dir, config)
     log = (lambda message: None) if args.quiet else (lambda message: print(message, flush=True))
     print(f"run {run.run_id}: {config.kind} {config.scorer}, {config.total_steps} steps -> {run.root}", flush=True)
-    status = engine.run(config, run, log=log)
+    # The engine runs in a worker process; this one records its end even when it is killed.
+    supervise(run, lambda: engine.run(config, run, log=log))
+    status = (run.status() or {}).get("status", "failed")
     try:
         report = ingest_once(runs_dir, wait_s=0.0)
         print(f"run {run.run_id} {status}; ingested {report.rows} rows from {report.files} chunks", flush=True)

@@ -86,7 +86,8 @@ class Run:
             started_at=iso(utc_now()), step=0, total_steps=total_steps, error=None,
         )
         kwargs = {} if flush_interval is None else {"interval": flush_interval}
-        self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, **kwargs)
+        # hold_steps: a step's rows reach the store in the commit of its `steps` row, never before it.
+        self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, hold_steps=True, **kwargs)
 
     # -- what a run logs ------------------------------------------------------------------------
 

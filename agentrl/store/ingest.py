@@ -24,7 +24,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentrl.record.chunks import CHUNKS_DIR, LEGACY_GLOB, list_commits
+from agentrl.record.chunks import CHUNKS_DIR, LEGACY_GLOB, list_commits, sweep_uncommitted
 from agentrl.record.rows import CHUNK_TABLES, RECORD_SCHEMA_VERSION, TABLE_SCHEMAS
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
 from agentrl.record.runfiles import RunFileError, read_meta, read_status
@@ -97,10 +97,13 @@ class Ingestor:
                 new_units = self._new_units(run) if readable else []
                 if new_units:
                     self._ingest_units(new_units, report)
-                # A run writes its terminal status only after its last flush, so one more scan
-                # after it has ended finds everything it will ever write.
-                if ended and not new_units:
-                    self._drained.add(run.run_id)
+                # A run writes its terminal status only after its last flush, so the scan after
+                # it has ended finds everything it will ever write; what a flush cut short by a
+                # kill left (files no commit names) can go now that no writer runs.
+                if ended:
+                    sweep_uncommitted(run.root)
+                    if not new_units:
+                        self._drained.add(run.run_id)
             report.seconds = time.perf_counter() - started
             return report
 
