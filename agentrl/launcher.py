@@ -29,9 +29,11 @@ from agentrl.record.chunks import sweep_uncommitted
 from agentrl.record.rundir import (
     TERMINAL_STATUSES,
     RunDir,
+    RunsDirError,
     iso,
     list_run_dirs,
     new_run,
+    remove_run_dir,
     utc_now,
     write_json_atomic,
 )
@@ -53,7 +55,11 @@ def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
     """A new run's folder for `config`: run.json (who it is), config.json, and a `queued` status.json."""
     run = new_run(Path(runs_dir), config.name, config.kind, config.scorer, config.model_dump(mode="json"),
                   total_steps=config.total_steps)
-    (run.root / "config.json").write_text(config.to_json())
+    try:
+        (run.root / "config.json").write_text(config.to_json())
+    except OSError as error:  # a full disk: no half-made run folder is left behind
+        remove_run_dir(run)
+        raise RunsDirError(f"cannot write run folder {str(run.root)!r}: {error.strerror or error}") from None
     return run
 
 

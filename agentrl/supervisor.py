@@ -23,8 +23,8 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from agentrl.record.chunks import sweep_uncommitted
-from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, utc_now
+from agentrl.record.chunks import list_commits, sweep_uncommitted
+from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, remove_run_dir, utc_now
 
 _PR_SET_PDEATHSIG = 1
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -42,10 +42,11 @@ def describe_exit(code: int | None) -> str:
     return f"the run process exited with code {code} without a final status"
 
 
-def record_exit(run: RunDir, code: int | None, cancelled: bool = False) -> bool:
+def record_exit(run: RunDir, code: int | None, cancelled: bool = False) -> bool | None:
     """Give a run whose process has ended a terminal status, unless it wrote one itself; True when
-    this call wrote it. Then remove what a flush cut short left (no writer runs any more)."""
-    written = False
+    this call wrote it, None when it could not be written. Then remove what a flush cut short
+    left (no writer runs any more)."""
+    written: bool | None = False
     if (run.status() or {}).get("status") not in TERMINAL_STATUSES:
         last = [line for line in run.tail_log(5) if line.strip()]
         detail = describe_exit(code)
@@ -56,6 +57,7 @@ def record_exit(run: RunDir, code: int | None, cancelled: bool = False) -> bool:
                               error=detail, exit_code=code)
             written = True
         except OSError as error:  # a full or read-only disk: say it where a person looks
+            written = None
             print(f"agentrl: cannot record how run {run.run_id} ended ({detail}): {error}", file=sys.stderr, flush=True)
     sweep_uncommitted(run.root)
     return written
@@ -89,6 +91,8 @@ def supervise(run: RunDir, work: Callable[[], object]) -> int:
             code = exit_.code if isinstance(exit_.code, int) else 1
         except KeyboardInterrupt:
             code = 130
+        except OSError as error:  # the machine's fault (a full disk, a permission): one line, not a traceback
+            print(f"error: run {run.run_id}: {error}", file=sys.stderr)
         except BaseException:
             traceback.print_exc()
         finally:
@@ -120,5 +124,9 @@ def supervise(run: RunDir, work: Callable[[], object]) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     code = os.waitstatus_to_exitcode(wait_status) if wait_status is not None else None
-    record_exit(run, code, cancelled=bool(received) or run.stop_requested())
+    recorded = record_exit(run, code, cancelled=bool(received) or run.stop_requested())
+    if recorded is None and not list_commits(run.root):
+        # It could neither run nor say so (a full disk): leave no run folder that says nothing.
+        remove_run_dir(run)
+        print(f"error: run {run.run_id} could not start, and its folder {run.root} was removed", file=sys.stderr, flush=True)
     return code if code is not None else 1

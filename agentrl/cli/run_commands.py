@@ -36,9 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    import duckdb
+
     from agentrl.engines.registry import engine_of
     from agentrl.launcher import create_run
-    from agentrl.store.ingest import StoreLockedError, ingest_once
+    from agentrl.store.ingest import StoreError, StoreLockedError, ingest_once
     from agentrl.supervisor import supervise
 
     overrides = {"name": args.name, "step_delay": args.step_delay}
@@ -64,6 +66,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"run {run.run_id} {status}; ingested {report.rows} rows from {report.files} chunks", flush=True)
     except StoreLockedError:
         print(f"run {run.run_id} {status}; the store is open elsewhere (the dashboard ingests it)", flush=True)
+    except StoreError as error:  # damaged, full: the run's chunks wait on disk, and the line says what to do
+        print(f"run {run.run_id} {status}; not ingested now: {error}", flush=True)
+    except (duckdb.Error, OSError) as error:
+        reason = " ".join(str(error).split())[:300]
+        print(f"run {run.run_id} {status}; not ingested now ({reason}); "
+              f"`python -m agentrl ingest --runs-dir {runs_dir}` takes it later", flush=True)
     return 0 if status == "succeeded" else 3
 
 

@@ -16,10 +16,13 @@ neither opens the database.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
 import secrets
+import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -69,11 +72,26 @@ def new_run_id(name: str) -> str:
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as handle:
-        json.dump(payload, handle, indent=2, default=str)
+    try:
+        with open(tmp, "w") as handle:
+            json.dump(payload, handle, indent=2, default=str)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a full disk must not also collect half-written temporary files
+        raise
+
+
+def _write_json_in_place(path: Path, payload: dict[str, Any]) -> None:
+    """Overwrite a small file in place: on a full disk its own blocks are the room left."""
+    text = json.dumps(payload, indent=2, default=str)
+    with open(path, "r+" if path.exists() else "w") as handle:
+        handle.truncate(0)
+        handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -118,7 +136,13 @@ class RunDir:
     def update_status(self, **fields: Any) -> dict[str, Any]:
         status = self.status() or {}
         status.update(fields)
-        write_json_atomic(self.status_path, status)
+        try:
+            write_json_atomic(self.status_path, status)
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+            # A full disk has no room for a second copy; a final status must still be written.
+            _write_json_in_place(self.status_path, status)
         return status
 
     def stop_requested(self) -> bool:
@@ -150,9 +174,18 @@ def create_run_dir(runs_dir: Path, run_id: str, meta: dict[str, Any]) -> RunDir:
         raise RunsDirError(f"run folder {str(run.root)!r} already exists; choose another run id") from None
     except OSError as error:
         raise RunsDirError(f"cannot create run folder {str(run.root)!r}: {error.strerror or error}") from None
-    write_json_atomic(run.meta_path, meta)
-    write_json_atomic(run.status_path, {"status": "queued", "step": 0})
+    try:
+        write_json_atomic(run.meta_path, meta)
+        write_json_atomic(run.status_path, {"status": "queued", "step": 0})
+    except OSError as error:
+        remove_run_dir(run)  # never leave a run folder that says nothing
+        raise RunsDirError(f"cannot write run folder {str(run.root)!r}: {error.strerror or error}") from None
     return run
+
+
+def remove_run_dir(run: RunDir) -> None:
+    """Remove a run folder that could not be set up (nothing of it was ever run)."""
+    shutil.rmtree(run.root, ignore_errors=True)
 
 
 def new_run(runs_dir: Path, name: str, kind: str, scorer: str, config: dict[str, Any],
