@@ -57,6 +57,14 @@ def is_damage(error: BaseException) -> bool:
     return isinstance(error, duckdb.Error) and any(marker in text for marker in _DAMAGE_MARKERS)
 
 
+def database_file(con) -> Path | None:
+    """The file a connection (or cursor) has open; None for an in-memory database."""
+    for _, name, file in con.execute("PRAGMA database_list").fetchall():
+        if name not in ("system", "temp") and file:
+            return Path(file)
+    return None
+
+
 def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
     for ddl in sorted(SCHEMAS_DIR.glob("*.sql")):
         con.execute(ddl.read_text())

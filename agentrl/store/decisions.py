@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agentrl.store.db import database_file
+
 DECISIONS_FILE = "decisions.jsonl"
 LOG_FORMAT = 1
 
@@ -43,10 +45,8 @@ class DecisionLogError(OSError):
 
 def log_path(con) -> Path | None:
     """`decisions.jsonl` beside the connection's database file (None for an in-memory store)."""
-    for _, name, file in con.execute("PRAGMA database_list").fetchall():
-        if name not in ("system", "temp") and file:
-            return Path(file).parent / DECISIONS_FILE
-    return None
+    file = database_file(con)
+    return None if file is None else file.parent / DECISIONS_FILE
 
 
 def _row(con, table: str, row_id: int) -> dict[str, Any]:

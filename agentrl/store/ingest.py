@@ -42,6 +42,7 @@ from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for ca
     StoreLockedError,
     connect,
     damaged,
+    database_file,
     is_damage,
     rebuild_command,
 )
@@ -378,14 +379,13 @@ def _store_error(runs_dir: Path, error: duckdb.Error) -> StoreError:
 
 
 def _identity(con) -> tuple[Path, tuple[int, int]] | None:
-    for _, name, file in con.execute("PRAGMA database_list").fetchall():
-        if name not in ("system", "temp") and file:
-            try:
-                stat = os.stat(file)
-            except OSError:
-                return None
-            return Path(file), (stat.st_dev, stat.st_ino)
-    return None
+    """The connection's database file and its (device, inode), to notice it being replaced."""
+    file = database_file(con)
+    try:
+        stat = os.stat(file) if file is not None else None
+    except OSError:
+        return None
+    return None if stat is None else (file, (stat.st_dev, stat.st_ino))
 
 
 def ingest_once(runs_dir: Path, wait_s: float = 5.0) -> IngestReport:

@@ -159,13 +159,12 @@ def test_stdin_is_empty(workspace, sandbox_root):
 def test_a_run_past_the_wall_clock_is_killed(workspace, sandbox_root):
     result = run(workspace, {}, [PY, "-c", "import time; time.sleep(60)"], sandbox_root, timeout_s=1.0)
     assert (result.passed, result.reason) == (False, "timed out after 1.0s")
-    assert result.duration_s < 3
+    assert result.duration_s < 30  # killed, not slept out: a bound on the behaviour, far from any load
 
 
 def test_a_run_past_its_cpu_seconds_gets_sigxcpu(workspace, sandbox_root):
     result = run(workspace, {}, [PY, "-c", "while True: pass"], sandbox_root, timeout_s=8, cpu_s=1)
-    assert (result.passed, result.reason) == (False, "killed by signal SIGXCPU (cpu limit)")
-    assert result.duration_s < 4
+    assert (result.passed, result.reason) == (False, "killed by signal SIGXCPU (cpu limit)")  # not the 8 s wall clock
 
 
 def test_a_daemon_left_behind_is_killed_when_the_run_ends(workspace, sandbox_root):
@@ -179,7 +178,7 @@ def test_a_daemon_left_behind_is_killed_when_the_run_ends(workspace, sandbox_roo
         "print('main done')\n"
     )
     result = run(workspace, {"daemon.py": daemon}, [PY, "daemon.py"], sandbox_root, timeout_s=10)
-    assert result.passed and result.duration_s < 3  # not waiting on the daemon's sleep
+    assert result.passed and result.duration_s < 30  # not waiting on the daemon's 60 s sleep
     # the sandbox_root fixture then checks that no process of the run is left
 
 

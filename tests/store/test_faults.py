@@ -89,15 +89,16 @@ def test_runs_sigkilled_at_20_random_moments_keep_every_flushed_step_whole_and_o
                                    "--runs-dir", str(runs_dir), "--quiet"], cwd=REPO_ROOT, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(4)]
         try:
-            def writers():
+            earlier = {run.run_id for run in list_run_dirs(runs_dir)}  # the batches before this one
+
+            def writers(earlier=earlier):
                 found = {}
                 for run in list_run_dirs(runs_dir):
                     status = run.status() or {}
-                    if status.get("status") == "running" and status.get("step", 0) >= 1 and run.run_id not in killed:
+                    if status.get("status") == "running" and status.get("step", 0) >= 1 and run.run_id not in earlier:
                         found[run.run_id] = status["pid"]
                 return found if len(found) == 4 else None
 
-            killed = {run.run_id for run in list_run_dirs(runs_dir)}
             pids = wait_for(writers, timeout=120)
             assert pids, f"batch {batch}: four runs did not start"
             for run_id, pid in pids.items():

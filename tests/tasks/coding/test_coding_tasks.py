@@ -90,7 +90,7 @@ def test_each_repository_fails_its_tests_until_fixed(task_id, tmp_path):
     workspace = materialize(task, tmp_path)
     assert run_tests(workspace, {}, task.test_command, task.protected).reason == "tests failed (exit 1)"
     fixed = run_tests(workspace, task.fix, task.test_command, task.protected)
-    assert fixed.reason == "tests passed" and fixed.duration_s < 2
+    assert fixed.reason == "tests passed"  # how long it took is a benchmark's business, not a test's
 
 
 def test_dataset_rows_are_what_the_trainer_and_the_rewards_read(tmp_path):
