@@ -90,10 +90,13 @@ class Ingestor:
         self.runs_dir = Path(runs_dir)
         self.log = log or (lambda message: print(message, file=sys.stderr))
         self._lock = threading.Lock()
-        self._taken: set[str] = {row[0] for row in con.execute("SELECT path FROM ingested_files").fetchall()}
-        self._bad: dict[str, tuple[int, int]] = {
-            row[0]: (row[1], row[2]) for row in con.execute("SELECT path, size, mtime_ns FROM ingest_errors").fetchall()
-        }
+        try:
+            self._taken: set[str] = {row[0] for row in con.execute("SELECT path FROM ingested_files").fetchall()}
+            self._bad: dict[str, tuple[int, int]] = {
+                row[0]: (row[1], row[2]) for row in con.execute("SELECT path, size, mtime_ns FROM ingest_errors").fetchall()
+            }
+        except duckdb.Error as error:  # a damaged store found on its first read
+            raise _store_error(self.runs_dir, error) from None
         self._drained: set[str] = set()
         self._run_signatures: dict[str, tuple] = {}
         self._db_file = _identity(con)  # the file this connection has open, to notice it being deleted
