@@ -1,17 +1,21 @@
 """The on-disk layout of a runs directory and of one run's folder.
 
 ```
-<runs_dir>/agentrl.duckdb            the store (dashboard-owned)
+<runs_dir>/agentrl.duckdb            the store (dashboard-owned; an index rebuilt from what follows)
+<runs_dir>/decisions.jsonl           every review, fixture and promotion (agentrl.store.decisions)
 <runs_dir>/<run_id>/run.json         who the run is: id, name, kind, scorer, config, created_at
 <runs_dir>/<run_id>/status.json      where it is: status, pid, create_time, step, ended_at, error
 <runs_dir>/<run_id>/stop             a cancel request (its presence is the request)
 <runs_dir>/<run_id>/stdout.log       everything the run process printed
-<runs_dir>/<run_id>/<table>/part-NNNNN.parquet   chunks (see chunks.py)
+<runs_dir>/<run_id>/chunks/NNNNNNNN.<table>.parquet, NNNNNNNN.commit   chunks (see chunks.py)
 ```
 
 JSON files are written to a temporary name and renamed into place, so a reader sees the old
-file or the new one, never half of one. Both the run process and the launcher use this module;
-neither opens the database.
+file or the new one, never half of one (on a full disk, where there is no room for a second
+copy, status.json is rewritten in place rather than left saying `running`). A run folder that
+cannot be set up is removed, never left half made. Both the run process and the launcher use
+this module; neither opens the database. Readers that must not trust a file read it through
+`agentrl.record.runfiles`.
 """
 
 from __future__ import annotations
