@@ -288,7 +288,8 @@ def test_the_lm_pair_launched_from_the_dashboard_runs_live_to_completion(dashboa
         time.sleep(1)
     wall = time.monotonic() - started
     assert statuses == ["succeeded", "succeeded"], statuses
-    last = _step_counter(page)
+    # Read until the counter answers: one read may miss its second under load while the page redraws.
+    last = wait_for(lambda: _step_counter(page), timeout=60, interval=0.5)
     assert last is not None and last[0] > first[0], "the Live page did not follow the run"
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(tmp_path / "lm-live.png"), full_page=True)
