@@ -126,9 +126,12 @@ def test_runs_sigkilled_at_20_random_moments_keep_every_flushed_step_whole_and_o
 
     con = connect(runs_dir)
     try:
-        assert stored_rows(con) == committed_rows(runs_dir)  # every committed row, exactly once: 0 lost
+        committed = committed_rows(runs_dir)
+        assert stored_rows(con) == committed  # every committed row, exactly once: 0 lost
         steps = [assert_every_step_whole_and_once(con, r.run_id, finished=False) for r in runs]
         assert all(n >= 1 for n in steps), steps  # every kill landed mid-training
+        print(f"{kills} runs killed at random moments: {sum(steps)} steps and {sum(committed.values())} rows flushed, "
+              f"all stored once, 0 lost, 0 steps split")
         again = Ingestor(con, runs_dir).ingest()
         assert (again.files, again.rows) == (0, 0)
     finally:
@@ -177,6 +180,7 @@ def test_ingest_sigkilled_20_times_mid_transaction_takes_every_commit_exactly_on
                                  "GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]
         assert duplicates == 0
         assert con.execute("SELECT count(*) FROM ingested_files").fetchone()[0] == 8 * 150
+        print(f"ingest killed {interrupted} times of 20: {sum(expected.values())} rows stored once, 0 lost, 0 twice")
     finally:
         con.close()
 
