@@ -2,10 +2,12 @@
 
 Launch -> **run process**: a run is `python -m agentrl train --config <run_dir>/config.json ...`
 started from an argument list (never a shell string) in its own session, output to
-`<run_dir>/stdout.log`. Liveness is the pid *and* the process create time (a reused pid is not
-the run). A run that vanished without a terminal status is marked `failed` with its exit code or
-signal; a cancel is a stop file the run honours between rounds, then SIGKILL to its process
-group after a grace period.
+`<run_dir>/stdout.log`; that command supervises a worker that does the run and records its exit
+(`agentrl.supervisor`). Liveness is the pid *and* the process create time (a reused pid is not
+the run), of the process we started or the worker status.json names. A run that vanished
+without a terminal status is marked `failed` with its exit code or signal (or "exit status
+unknown" when neither it nor this launcher could learn it); a cancel is a stop file the run
+honours between rounds, then SIGKILL to its process group after a grace period.
 """
 
 from __future__ import annotations
@@ -23,16 +25,20 @@ import psutil
 
 from agentrl.config import RunConfig
 from agentrl.paths import PROJECT_ROOT
+from agentrl.record.chunks import sweep_uncommitted
 from agentrl.record.rundir import (
     TERMINAL_STATUSES,
     RunDir,
+    RunsDirError,
     iso,
     list_run_dirs,
     new_run,
-    read_json,
+    remove_run_dir,
     utc_now,
     write_json_atomic,
 )
+from agentrl.record.runfiles import RunFileError, read_launch, read_status
+from agentrl.supervisor import describe_exit
 
 CANCEL_GRACE_S = 10.0
 LAUNCH_GRACE_S = 60.0  # a queued run whose process never said hello is failed after this
@@ -45,23 +51,15 @@ class Liveness:
     known: bool = False  # True when the exit code is known (we are the parent)
 
 
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "the run process vanished without a final status (exit status unknown)"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"the run process was killed by {name}"
-    return f"the run process exited with code {code} without a final status"
-
-
 def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
     """A new run's folder for `config`: run.json (who it is), config.json, and a `queued` status.json."""
     run = new_run(Path(runs_dir), config.name, config.kind, config.scorer, config.model_dump(mode="json"),
                   total_steps=config.total_steps)
-    (run.root / "config.json").write_text(config.to_json())
+    try:
+        (run.root / "config.json").write_text(config.to_json())
+    except OSError as error:  # a full disk: no half-made run folder is left behind
+        remove_run_dir(run)
+        raise RunsDirError(f"cannot write run folder {str(run.root)!r}: {error.strerror or error}") from None
     return run
 
 
@@ -73,6 +71,8 @@ class Launcher:
         self.python = python
         self._children: dict[str, subprocess.Popen] = {}
         self._lock = threading.Lock()
+        #: Runs the last `reconcile` could not judge, with why (a damaged status.json names its path).
+        self.unreadable: dict[str, str] = {}
 
     def start(self, config: RunConfig) -> str:
         """Create the run folder and start its process; returns the run id."""
@@ -104,24 +104,35 @@ class Launcher:
         return self.start(outcome), self.start(guarded)
 
     def liveness(self, run: RunDir) -> Liveness:
+        """Whether the run's process is alive; RunFileError when its status or launch file is damaged.
+
+        The process we started (when this launcher started it) and the process the run recorded
+        in status.json both count: `agentrl train` supervises a worker process that does the work.
+        """
         with self._lock:
             process = self._children.get(run.run_id)
         if process is not None:
             code = process.poll()  # also reaps it, so no zombie is left behind
-            return Liveness(alive=code is None, exit_code=code, known=code is not None)
-        status = run.status() or {}
-        launch = read_json(run.root / "launch.json") or {}
-        pid = status.get("pid") or launch.get("pid")
-        create_time = status.get("create_time") if status.get("pid") else launch.get("create_time")
-        if not pid:
-            return Liveness(alive=False)
+            if code is None:
+                return Liveness(alive=True)
+            return Liveness(alive=self._recorded_process(run) is not None, exit_code=code, known=True)
+        return Liveness(alive=self._recorded_process(run) is not None)
+
+    def _recorded_process(self, run: RunDir) -> psutil.Process | None:
+        """The run's recorded process (status.json's, else launch.json's) when it is alive and is
+        that process: same pid *and* create time, so a reused pid is never taken for the run."""
+        status = read_status(run) or {}
+        source = status if status.get("pid") else (read_launch(run) or {})
+        pid, create_time = source.get("pid"), source.get("create_time")
+        if not pid or create_time is None:
+            return None  # a pid alone cannot say it is still the run's process
         try:
             proc = psutil.Process(pid)
-            same = create_time is None or abs(proc.create_time() - create_time) < 1.0
-            alive = same and proc.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            alive = False
-        return Liveness(alive=alive)
+            if abs(proc.create_time() - create_time) >= 1.0 or proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+        except (psutil.Error, OverflowError, ValueError):
+            return None
+        return proc
 
     def cancel(self, run_id: str) -> None:
         """Ask the run to stop; `reconcile` kills it if it has not stopped within the grace period."""
@@ -138,46 +149,59 @@ class Launcher:
         Returns the ids whose status this call changed.
         """
         changed = []
+        unreadable = {}
         for run in list_run_dirs(self.runs_dir):
-            status = run.status() or {}
-            state = status.get("status")
-            if state in TERMINAL_STATUSES:
-                # The process may still be ingesting after its final status: keep its handle
-                # until it has exited and been reaped.
-                with self._lock:
-                    process = self._children.get(run.run_id)
-                    if process is not None and process.poll() is not None:
-                        del self._children[run.run_id]
-                continue
-            live = self.liveness(run)
-            if live.alive and run.stop_requested():
-                requested = run.stop_path.stat().st_mtime
-                if time.time() - requested > grace_s:
-                    self._kill(run)
-                    live = Liveness(alive=False)
-            if live.alive:
-                continue
-            if not live.known and not self._known_pid(run) and self._age(run) < LAUNCH_GRACE_S:
-                continue  # being launched right now: no process recorded yet
-            # Re-read: the run may have written its terminal status just before exiting.
-            status = run.status() or {}
-            if status.get("status") in TERMINAL_STATUSES:
-                continue
-            if run.stop_requested():
-                run.update_status(status="cancelled", ended_at=iso(utc_now()),
-                                  error="cancelled; the run was stopped by the launcher after the grace period")
-            else:
-                last = [line for line in run.tail_log(5) if line.strip()]
-                detail = describe_exit(live.exit_code if live.known else None)
-                if last:
-                    detail += f"; last output: {last[-1][:300]}"
-                run.update_status(status="failed", ended_at=iso(utc_now()), error=detail, exit_code=live.exit_code)
-            changed.append(run.run_id)
+            try:
+                if self._reconcile_one(run, grace_s):
+                    changed.append(run.run_id)
+            except RunFileError as error:  # that run only: it cannot be judged until its file is fixed
+                unreadable[run.run_id] = str(error)
+            except OSError as error:  # its folder cannot be written (a full or read-only disk)
+                unreadable[run.run_id] = f"{run.root}: cannot record its status: {error.strerror or error}"
+        self.unreadable = unreadable
         return changed
 
+    def _reconcile_one(self, run: RunDir, grace_s: float) -> bool:
+        """Reconcile one run; True when its status changed."""
+        status = read_status(run) or {}
+        state = status.get("status")
+        if state in TERMINAL_STATUSES:
+            # The process may still be ingesting after its final status: keep its handle
+            # until it has exited and been reaped.
+            with self._lock:
+                process = self._children.get(run.run_id)
+                if process is not None and process.poll() is not None:
+                    del self._children[run.run_id]
+            return False
+        live = self.liveness(run)
+        if live.alive and run.stop_requested():
+            requested = run.stop_path.stat().st_mtime
+            if time.time() - requested > grace_s:
+                self._kill(run)
+                live = Liveness(alive=False)
+        if live.alive:
+            return False
+        if not live.known and not self._known_pid(run) and self._age(run) < LAUNCH_GRACE_S:
+            return False  # being launched right now: no process recorded yet
+        # Re-read: the run may have written its terminal status just before exiting.
+        status = read_status(run) or {}
+        if status.get("status") in TERMINAL_STATUSES:
+            return False
+        if run.stop_requested():
+            run.update_status(status="cancelled", ended_at=iso(utc_now()),
+                              error="cancelled; the run was stopped by the launcher after the grace period")
+        else:
+            last = [line for line in run.tail_log(5) if line.strip()]
+            detail = describe_exit(live.exit_code if live.known else None)
+            if last:
+                detail += f"; last output: {last[-1][:300]}"
+            run.update_status(status="failed", ended_at=iso(utc_now()), error=detail, exit_code=live.exit_code)
+        sweep_uncommitted(run.root)  # no process writes the run any more: a flush cut short goes
+        return True
+
     def _known_pid(self, run: RunDir) -> int | None:
-        status = run.status() or {}
-        launch = read_json(run.root / "launch.json") or {}
+        status = read_status(run) or {}
+        launch = read_launch(run) or {}
         return status.get("pid") or launch.get("pid")
 
     def _age(self, run: RunDir) -> float:
@@ -187,15 +211,22 @@ class Launcher:
             return 0.0
 
     def _kill(self, run: RunDir) -> None:
-        pid = self._known_pid(run)
-        if not pid:
-            return
-        try:
-            os.killpg(os.getpgid(pid), signal.SIGKILL)  # the run is its own session leader
-        except (ProcessLookupError, PermissionError):
-            pass
+        """SIGKILL the run's process group (the run is its own session leader), only once its
+        process is verified; never the launcher's own group."""
         with self._lock:
             process = self._children.get(run.run_id)
+        pids = [p.pid for p in [self._recorded_process(run)] if p is not None]
+        if process is not None and process.poll() is None:
+            pids.append(process.pid)
+        for pid in pids:
+            try:
+                group = os.getpgid(pid)
+                if group == os.getpgrp():
+                    os.kill(pid, signal.SIGKILL)
+                else:
+                    os.killpg(group, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if process is not None:
             try:
                 process.wait(timeout=5)

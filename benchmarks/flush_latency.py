@@ -47,9 +47,9 @@ from agentrl.cli import main
 flushes = []
 
 class TimedWriter(ChunkWriter):
-    def flush(self):
+    def flush(self, *args, **kwargs):
         started = time.perf_counter()
-        written = super().flush()
+        written = super().flush(*args, **kwargs)
         if written:
             flushes.append((time.perf_counter() - started, 1))
         return written

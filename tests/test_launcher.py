@@ -99,7 +99,8 @@ def test_launched_run_goes_queued_running_succeeded(runs_dir):
     assert seen == ["queued", "running", "succeeded"]
     status = status_of(launcher, run_id)
     assert status["step"] == 8 and status["error"] is None and status["ended_at"]
-    assert status["pid"] == read_json(runs_dir / run_id / "launch.json")["pid"]
+    # The worker wrote the status; the process the launcher started supervised it.
+    assert status["pid"] != read_json(runs_dir / run_id / "launch.json")["pid"]
     assert "step 8/8" in (runs_dir / run_id / "stdout.log").read_text()
     assert launcher.reconcile() == []  # nothing to change on a finished run
 
@@ -115,10 +116,12 @@ def test_launcher_never_uses_a_shell(runs_dir):
         assert command[1:4] == ["-m", "agentrl", "train"]
         assert command[command.index("--run-id") + 1] == run_id
         status = wait_running(launcher, run_id)
-        proc = psutil.Process(status["pid"])
+        proc = psutil.Process(launch["pid"])
         assert proc.cmdline() == command  # the process itself, not a shell wrapping it
         assert proc.ppid() == os.getpid()
         assert os.getsid(proc.pid) == proc.pid  # its own session, so a kill reaches its whole group
+        worker = psutil.Process(status["pid"])
+        assert worker.ppid() == proc.pid and os.getpgid(worker.pid) == proc.pid  # supervised, in the same group
     finally:
         launcher.cancel(run_id)
         reconcile_until_terminal(launcher, run_id, grace_s=5)
@@ -137,12 +140,26 @@ def test_sigkilled_run_is_failed_by_reconcile_naming_the_signal(runs_dir):
     assert status["ended_at"]
 
 
-def test_run_that_died_under_another_launcher_is_failed_with_unknown_exit_status(runs_dir):
+def test_run_killed_under_another_launcher_still_records_the_signal(runs_dir):
+    """A dashboard restarted while its run was killed used to say "exit status unknown" forever:
+    the run's own supervisor (`agentrl train`) now records how its worker ended."""
     owner = Launcher(runs_dir)
     run_id = owner.start(load_preset("refund-outcome", step_delay=0.5, rounds=30))
     pid = wait_running(owner, run_id)["pid"]
     os.kill(pid, signal.SIGKILL)
-    # Dead (a zombie until its parent reaps it): the fresh launcher has no Popen handle for it.
+    stranger = Launcher(runs_dir)
+    assert wait_for(lambda: status_of(stranger, run_id).get("status") in TERMINAL_STATUSES, 30)
+    status = status_of(stranger, run_id)
+    assert status["status"] == "failed" and "SIGKILL" in status["error"] and status["exit_code"] == -signal.SIGKILL
+    assert stranger.reconcile() == []
+    reconcile_until_terminal(owner, run_id)  # the owner reaps its child
+
+
+def test_run_whose_whole_process_group_died_under_another_launcher_is_failed_with_unknown_exit_status(runs_dir):
+    owner = Launcher(runs_dir)
+    run_id = owner.start(load_preset("refund-outcome", step_delay=0.5, rounds=30))
+    pid = wait_running(owner, run_id)["pid"]
+    os.killpg(os.getpgid(pid), signal.SIGKILL)  # the worker and its supervisor at once: nobody can say
     assert wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10)
 
     stranger = Launcher(runs_dir)

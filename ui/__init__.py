@@ -20,7 +20,8 @@ import streamlit as st
 
 from agentrl.launcher import Launcher
 from agentrl.record.rundir import RunsDirError, default_runs_dir, ensure_writable
-from agentrl.store.ingest import BackgroundIngest, Ingestor, StoreLockedError, connect
+from agentrl.store.db import StoreError, damaged, hold_runs_dir, is_damage, release_runs_dir
+from agentrl.store.ingest import BackgroundIngest, Ingestor, connect
 
 INGEST_INTERVAL_S = 0.25
 LIVE_REFRESH_S = 1.0
@@ -38,7 +39,12 @@ class Services:
 @st.cache_resource(show_spinner=False)
 def _services(runs_dir: str) -> Services:
     path = ensure_writable(Path(runs_dir))
-    con = connect(path, wait_s=10.0)
+    hold_runs_dir(path)  # for the dashboard's lifetime: no command makes a second store beside ours
+    try:
+        con = connect(path, wait_s=10.0)
+    except StoreError:
+        release_runs_dir(path)  # a damaged store: `rebuild` may run while the pages say so
+        raise
     ingestor = Ingestor(con, path)
     launcher = Launcher(path)
 
@@ -83,7 +89,7 @@ def page(title: str) -> Services | None:
     st.set_page_config(page_title=f"{title} · agentrl", page_icon=_favicon(), layout="wide")
     try:
         svc = services()
-    except (RunsDirError, StoreLockedError) as error:
+    except (RunsDirError, StoreError) as error:  # held, damaged: one line, with the command that helps
         st.error(f"The run store is unavailable: {error}")
         st.stop()
         return None
@@ -102,7 +108,10 @@ def shown_errors(what: str):
     try:
         yield
     except Exception as error:  # the user sees what failed, never a stack trace
-        st.error(f"Could not {what}: {type(error).__name__}: {error}")
+        if is_damage(error):  # a damaged block found by this query: say how to rebuild, not DuckDB's words
+            error = damaged(services().runs_dir / "agentrl.duckdb", error)
+        st.error(f"Could not {what}: {error}" if isinstance(error, StoreError) else
+                 f"Could not {what}: {type(error).__name__}: {error}")
 
 
 def run_label(row) -> str:

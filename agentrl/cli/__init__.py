@@ -1,8 +1,8 @@
 """The command line: `python -m agentrl COMMAND`. Each command module registers its subcommands.
 
 Every error a user can cause (unknown preset, invalid values, unreadable config, unwritable runs
-directory, a held database) ends as one line on stderr and exit status 2, before anything is
-written. A command module adds itself to `COMMAND_MODULES`; its `register(sub)` adds parsers
+directory, a held or damaged database) ends as one line on stderr and exit status 2, before
+anything is written. A command module adds itself to `COMMAND_MODULES`; its `register(sub)` adds parsers
 whose `func` default is the command.
 """
 
@@ -29,11 +29,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from agentrl.store.db import StoreLockedError
+    from agentrl.store.db import StoreError
+    from agentrl.store.decisions import DecisionLogError
 
     try:
         return args.func(args)
-    except (ConfigError, RunsDirError, StoreLockedError, UsageError) as error:
+    except (ConfigError, RunsDirError, StoreError, DecisionLogError, UsageError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -39,9 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    import duckdb
+
     from agentrl.engines.registry import engine_of
     from agentrl.launcher import create_run
-    from agentrl.store.ingest import StoreLockedError, ingest_once
+    from agentrl.store.ingest import StoreError, StoreLockedError, ingest_once
+    from agentrl.supervisor import supervise
 
     overrides = {"name": args.name, "step_delay": args.step_delay, "scorer": args.scorer}
     if args.preset is not None:
@@ -69,25 +72,38 @@ def cmd_train(args: argparse.Namespace) -> int:
         run = create_run(runs_dir, config)
     log = (lambda message: None) if args.quiet else (lambda message: print(message, flush=True))
     print(f"run {run.run_id}: {config.kind} {config.scorer}, {config.total_steps or 'an unknown number of'} steps -> {run.root}", flush=True)
-    status = engine.run(config, run, log=log)
+    # The engine runs in a worker process; this one records its end even when it is killed.
+    supervise(run, lambda: engine.run(config, run, log=log))
+    status = (run.status() or {}).get("status", "failed")
     try:
         report = ingest_once(runs_dir, wait_s=0.0)
         print(f"run {run.run_id} {status}; ingested {report.rows} rows from {report.files} chunks", flush=True)
     except StoreLockedError:
         print(f"run {run.run_id} {status}; the store is open elsewhere (the dashboard ingests it)", flush=True)
+    except StoreError as error:  # damaged, full: the run's chunks wait on disk, and the line says what to do
+        print(f"run {run.run_id} {status}; not ingested now: {error}", flush=True)
+    except (duckdb.Error, OSError) as error:
+        reason = " ".join(str(error).split())[:300]
+        print(f"run {run.run_id} {status}; not ingested now ({reason}); "
+              f"`python -m agentrl ingest --runs-dir {runs_dir}` takes it later", flush=True)
     return 0 if status == "succeeded" else 3
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from agentrl.launcher import Launcher
     from agentrl.record.rundir import list_run_dirs
+    from agentrl.record.runfiles import RunFileError, read_meta, read_status
 
     runs_dir = runs_dir_of(args)
     if runs_dir.is_dir() and os.access(runs_dir, os.W_OK):
         Launcher(runs_dir).reconcile()
     rows = []
     for run in list_run_dirs(runs_dir):
-        meta, status = run.meta() or {}, run.status() or {}
+        try:
+            meta, status = read_meta(run) or {}, read_status(run) or {}
+        except RunFileError as error:  # that run only, named with its file
+            rows.append((run.run_id, "?", "unreadable", "?", str(error)))
+            continue
         rows.append((run.run_id, meta.get("scorer", ""), status.get("status", "?"),
                      f"{status.get('step', 0)}/{meta.get('total_steps', '?')}", status.get("error") or ""))
     if not rows:

@@ -1,8 +1,11 @@
-"""Commands on the store: `ingest` (copy pending chunks into DuckDB) and `export` (a run's tables as files)."""
+"""Commands on the store: `ingest` (copy pending chunks into DuckDB), `export` (a run's tables as
+files), `check` (read every block of the store) and `rebuild` (recreate it from the runs' chunks
+and the decisions log)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
 from agentrl.cli.common import UsageError, add_runs_dir, runs_dir_of
 from agentrl.record.rundir import DB_FILENAME, RunsDirError
@@ -20,16 +23,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_runs_dir(export)
     export.set_defaults(func=cmd_export)
 
+    check = sub.add_parser("check", help="read every block of the store; name any damage with the command that repairs it")
+    add_runs_dir(check)
+    check.set_defaults(func=cmd_check)
+
+    rebuild = sub.add_parser("rebuild", help="recreate agentrl.duckdb from the runs' chunks and the decisions log")
+    add_runs_dir(rebuild)
+    rebuild.set_defaults(func=cmd_rebuild)
+
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from agentrl.store.ingest import ingest_once
+    from agentrl.store.db import connect
+    from agentrl.store.health import read_every_block
+    from agentrl.store.ingest import Ingestor
 
     runs_dir = runs_dir_of(args)
     if not runs_dir.is_dir():
         raise RunsDirError(f"runs directory {str(runs_dir)!r} does not exist")
-    report = ingest_once(runs_dir)  # its Ingestor names each skipped chunk on stderr as it goes
+    if not os.access(runs_dir, os.W_OK):
+        raise RunsDirError(f"runs directory {str(runs_dir)!r} is read-only; ingest writes {DB_FILENAME} there. "
+                           f"Read what is stored with `python -m agentrl export`, or ingest a writable copy")
+    con = connect(runs_dir)
+    try:
+        report = Ingestor(con, runs_dir).ingest()  # names each skipped file on stderr as it goes
+        read_every_block(con, runs_dir / DB_FILENAME)  # a damaged block anywhere is named, not left for a page to find
+    finally:
+        con.close()
+    restored = f"; {report.decisions} decisions put back from the decisions log" if report.decisions else ""
     print(f"ingested {report.rows} rows from {report.files} chunks in {report.seconds:.2f}s "
-          f"({report.runs_synced} run records updated)")
+          f"({report.runs_synced} run records updated){restored}")
     return 0
 
 
@@ -40,7 +62,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     runs_dir = runs_dir_of(args)
     if not (runs_dir / DB_FILENAME).is_file():
         raise UsageError(f"no store in {runs_dir}; run `python -m agentrl ingest --runs-dir {runs_dir}` first")
-    con = connect(runs_dir)
+    con = connect(runs_dir, read_only=True)  # reading needs no write access to the runs directory
     try:
         paths = export_run(con, args.run_id, args.out, args.format)
     except ExportError as error:
@@ -49,4 +71,24 @@ def cmd_export(args: argparse.Namespace) -> int:
         con.close()
     for path in paths:
         print(path)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from agentrl.store.health import check_store
+
+    runs_dir = runs_dir_of(args)
+    if not runs_dir.is_dir():
+        raise RunsDirError(f"runs directory {str(runs_dir)!r} does not exist")
+    print(check_store(runs_dir).summary())  # a damaged store is a StoreDamagedError line, exit 2
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    from agentrl.store.health import rebuild
+
+    runs_dir = runs_dir_of(args)
+    if not runs_dir.is_dir():
+        raise RunsDirError(f"runs directory {str(runs_dir)!r} does not exist")
+    print(rebuild(runs_dir).summary())
     return 0

@@ -11,10 +11,13 @@ a step ends, and at close) as one **commit**:
 
 Each file is written under a dot-prefixed temporary name, fsynced and renamed into place; the
 commit marker is written the same way after every file of the flush is in place. Only a commit
-marker makes a flush visible, and the store ingests a commit's files in one transaction: a
-step's rows in every table become visible together or not at all. A run killed mid-flush leaves
-table files without a marker, which nothing reads (and `sweep_uncommitted` removes). A run
-killed with SIGKILL loses at most its unflushed buffer: about a second of rows.
+marker makes a flush visible, and the store ingests a commit's files in one transaction. With
+`hold_steps` (a `Run` sets it) a flush takes a step's trajectories, action probabilities and
+evaluations only once that step's `steps` row is buffered, so a timed flush that falls between
+a step's first rows and its last cannot split it: a step's rows in every table become visible
+together or not at all. A run killed mid-flush leaves table files without a marker, which
+nothing reads (and `sweep_uncommitted` removes once no writer runs). A run killed with SIGKILL
+loses at most its unflushed buffer: about a second of rows.
 
 The caller never waits for the disk: `append` only buffers, and a full buffer wakes the flusher.
 One writer per run folder: a `ChunkWriter` holds `<run_dir>/.writer.lock` (flock) while open, so two
@@ -47,6 +50,12 @@ CHUNKS_DIR = "chunks"
 COMMIT_SUFFIX = ".commit"
 _COMMIT = re.compile(r"^(\d{8,})\.commit$")
 LEGACY_GLOB = "part-*.parquet"  # record schema 1
+STEP_TABLES = ("trajectories", "action_probs", "evals")  # rows that belong to a step and land with its row
+
+
+def _step_of(row) -> int:
+    step = row.get("step") if isinstance(row, dict) else getattr(row, "step", None)
+    return step if isinstance(step, int) else 0
 
 
 @dataclass(frozen=True)
@@ -103,7 +112,9 @@ def chunk_files(run_dir: Path, table: str) -> list[Path]:
 
 
 def sweep_uncommitted(run_dir: Path) -> list[Path]:
-    """Remove temporary files and table files no commit names (a flush cut short by a kill).
+    """Remove temporary files and table files of flushes that never wrote their commit marker
+    (a flush cut short by a kill). A file whose flush has a marker stays, even when the marker
+    cannot be read: the store names that commit instead.
 
     Call it only when no writer is running on the run (its next flush may be half written).
     """
@@ -112,17 +123,17 @@ def sweep_uncommitted(run_dir: Path) -> list[Path]:
         names = os.listdir(folder)
     except OSError:
         return []
-    committed = {p.name for c in list_commits(run_dir) for p in c.files.values()} | {
-        n for n in names if _COMMIT.match(n)}
+    committed = {match.group(1) for name in names if (match := _COMMIT.match(name))}
     removed = []
     for name in names:
-        if name not in committed:
-            path = folder / name
-            try:
-                path.unlink()
-                removed.append(path)
-            except OSError:
-                pass
+        if name.split(".", 1)[0] in committed:
+            continue
+        path = folder / name
+        try:
+            path.unlink()
+            removed.append(path)
+        except OSError:
+            pass
     return removed
 
 
@@ -145,12 +156,17 @@ class ChunkWriter:
     """
 
     def __init__(self, run_dir: Path, interval: float = FLUSH_INTERVAL_S, on_flush: Callable[[], None] | None = None,
-                 run_id: str | None = None, prepare: Callable[[dict[str, list]], dict[str, list]] | None = None):
+                 run_id: str | None = None, prepare: Callable[[dict[str, list]], dict[str, list]] | None = None,
+                 hold_steps: bool = False):
         self.run_dir = Path(run_dir)
         self.run_id = run_id or self.run_dir.name
         self.interval = interval
         self.on_flush = on_flush
         self.prepare = prepare  # in the flush, before writing: the buffered rows as the tables take them
+        # With hold_steps, rows of STEP_TABLES wait for their step's `steps` row (step 0, the
+        # starting policy, has none and is never held); close() writes whatever is left.
+        self.hold_steps = hold_steps
+        self._done_step = 0  # the highest step whose `steps` row is buffered or written
         self._buffers: dict[str, list] = {table: [] for table in CHUNK_TABLES}
         self._lock = threading.Lock()  # guards the buffers
         self._flush_lock = threading.Lock()  # one flush at a time, so commits land in order
@@ -177,6 +193,8 @@ class ChunkWriter:
         with self._lock:
             buffer = self._buffers[table]
             buffer.extend(rows)
+            if table == "steps" and rows:  # under the same lock: the step and its rows become flushable at once
+                self._done_step = max(self._done_step, max(_step_of(row) for row in rows))
             large = len(buffer) >= FLUSH_ROWS
         if large:
             self._soon.set()
@@ -186,17 +204,34 @@ class ChunkWriter:
         if not self._soon.is_set():  # setting it again would take its lock for nothing
             self._soon.set()
 
-    def flush(self) -> Path | None:
-        """Write every buffered row as one commit now; returns its marker (None when nothing was buffered)."""
+    def flush(self, final: bool = False) -> Path | None:
+        """Write the buffered rows as one commit now (with `hold_steps`, rows of a step whose
+        `steps` row is not buffered yet wait, unless `final`); returns its marker, or None when
+        nothing was written."""
         with self._flush_lock:
             self._last_flush = time.monotonic()
-            return self._flush()
+            return self._flush(final)
 
-    def _flush(self) -> Path | None:
+    def _take(self, final: bool) -> dict[str, list]:
+        """Take what this flush writes out of the buffers (the caller holds the lock)."""
+        pending = {}
+        for table, rows in self._buffers.items():
+            if not rows:
+                continue
+            if self.hold_steps and not final and table in STEP_TABLES:
+                ready = [row for row in rows if _step_of(row) <= self._done_step]
+                if len(ready) < len(rows):
+                    self._buffers[table] = [row for row in rows if _step_of(row) > self._done_step]
+                    if ready:
+                        pending[table] = ready
+                    continue
+            pending[table] = rows
+            self._buffers[table] = []
+        return pending
+
+    def _flush(self, final: bool = False) -> Path | None:
         with self._lock:
-            pending = {table: rows for table, rows in self._buffers.items() if rows}
-            for table in pending:
-                self._buffers[table] = []
+            pending = self._take(final)
         if pending and self.prepare is not None:
             pending = self.prepare(pending)  # the run's row checks, off the caller's path
         if not pending:
@@ -253,7 +288,7 @@ class ChunkWriter:
         self._soon.set()
         self._thread.join(timeout=30)
         try:
-            self.flush()
+            self.flush(final=True)
         finally:
             _release(self._lock_fd)
             self._lock_fd = None

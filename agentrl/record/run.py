@@ -151,7 +151,8 @@ class Run:
         self._tallies: dict[int, _StepTally] = {}
         # First the writer, which claims the folder: a second writer fails here, before it touches the status.
         kwargs = {} if flush_interval is None else {"interval": flush_interval}
-        self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, prepare=self._prepare, **kwargs)
+        self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, prepare=self._prepare,
+                                  hold_steps=True, **kwargs)  # a step's rows land in the commit of its `steps` row
         if supervised:
             fields = {"writer_pid": os.getpid(), "step": 0}
         else:

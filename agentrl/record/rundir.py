@@ -1,25 +1,32 @@
 """The on-disk layout of a runs directory and of one run's folder.
 
 ```
-<runs_dir>/agentrl.duckdb            the store (dashboard-owned)
+<runs_dir>/agentrl.duckdb            the store (dashboard-owned; an index rebuilt from what follows)
+<runs_dir>/decisions.jsonl           every review, fixture and promotion (agentrl.store.decisions)
 <runs_dir>/<run_id>/run.json         who the run is: id, name, kind, scorer, config, created_at
 <runs_dir>/<run_id>/status.json      where it is: status, pid, create_time, step, ended_at, error
 <runs_dir>/<run_id>/stop             a cancel request (its presence is the request)
 <runs_dir>/<run_id>/stdout.log       everything the run process printed
-<runs_dir>/<run_id>/chunks/NNNNNNNN.*        chunks, one commit per flush (see chunks.py)
+<runs_dir>/<run_id>/chunks/NNNNNNNN.<table>.parquet, NNNNNNNN.commit   chunks (see chunks.py)
 ```
 
 JSON files are written to a temporary name and renamed into place, so a reader sees the old
-file or the new one, never half of one. Both the run process and the launcher use this module;
-neither opens the database.
+file or the new one, never half of one (on a full disk, where there is no room for a second
+copy, status.json is rewritten in place rather than left saying `running`). A run folder that
+cannot be set up is removed, never left half made. Both the run process and the launcher use
+this module; neither opens the database. Readers that must not trust a file read it through
+`agentrl.record.runfiles`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
 import secrets
+import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -71,11 +78,26 @@ def new_run_id(name: str) -> str:
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as handle:
-        json.dump(payload, handle, indent=2, default=str)
+    try:
+        with open(tmp, "w") as handle:
+            json.dump(payload, handle, indent=2, default=str)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a full disk must not also collect half-written temporary files
+        raise
+
+
+def _write_json_in_place(path: Path, payload: dict[str, Any]) -> None:
+    """Overwrite a small file in place: on a full disk its own blocks are the room left."""
+    text = json.dumps(payload, indent=2, default=str)
+    with open(path, "r+" if path.exists() else "w") as handle:
+        handle.truncate(0)
+        handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -127,7 +149,13 @@ class RunDir:
     def update_status(self, **fields: Any) -> dict[str, Any]:
         status = self.status() or {}
         status.update(fields)
-        write_json_atomic(self.status_path, status)
+        try:
+            write_json_atomic(self.status_path, status)
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+            # A full disk has no room for a second copy; a final status must still be written.
+            _write_json_in_place(self.status_path, status)
         return status
 
     def stop_requested(self) -> bool:
@@ -159,9 +187,18 @@ def create_run_dir(runs_dir: Path, run_id: str, meta: dict[str, Any]) -> RunDir:
         raise RunsDirError(f"run folder {str(run.root)!r} already exists; choose another run id") from None
     except OSError as error:
         raise RunsDirError(f"cannot create run folder {str(run.root)!r}: {error.strerror or error}") from None
-    write_json_atomic(run.meta_path, meta)
-    write_json_atomic(run.status_path, {"status": "queued", "step": 0})
+    try:
+        write_json_atomic(run.meta_path, meta)
+        write_json_atomic(run.status_path, {"status": "queued", "step": 0})
+    except OSError as error:
+        remove_run_dir(run)  # never leave a run folder that says nothing
+        raise RunsDirError(f"cannot write run folder {str(run.root)!r}: {error.strerror or error}") from None
     return run
+
+
+def remove_run_dir(run: RunDir) -> None:
+    """Remove a run folder that could not be set up (nothing of it was ever run)."""
+    shutil.rmtree(run.root, ignore_errors=True)
 
 
 def new_run(runs_dir: Path, name: str, kind: str, scorer: str, config: dict[str, Any],

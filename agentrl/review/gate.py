@@ -3,7 +3,8 @@ promotion writes, and the append-only promotion record (rollback included).
 
 Review page / CLI -> **gate** -> queries, review, store. Every check carries the figure it was
 decided on, and the figures are saved with the decision, so a promotion can be audited later
-without re-running anything.
+without re-running anything. A promotion or rollback is also appended to the decisions log on
+disk (`agentrl.store.decisions`), so a rebuilt store keeps it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from agentrl.engines.registry import PolicySupport, get_engine, resolve_entry
 from agentrl.monitor import store_onset
-from agentrl.store import queries
+from agentrl.store import decisions, queries
 from agentrl.tasks.refund.gym import Task
 from agentrl.review.reviews import check_fixtures
 from agentrl.record.rundir import utc_now
@@ -240,10 +241,13 @@ def promote(con, runs_dir: Path, run_id: str, decided_by: str, settings: GateSet
     if current_state(con, run_id) == "promoted":
         raise GateError(f"run {run_id} is already promoted; roll it back first to promote it again")
     bundle = write_bundle(con, runs_dir, run_id, report)
-    return queries.append_promotion(
-        con, run_id, "promote", decided_by, utc_now(), report.passed,
-        None if report.passed else override_reason, None, str(bundle.path), bundle.content_hash, report.to_json(),
-    )
+    with decisions.recording(con) as written:  # the store and the decisions log, together
+        promotion_id = queries.append_promotion(
+            con, run_id, "promote", decided_by, utc_now(), report.passed,
+            None if report.passed else override_reason, None, str(bundle.path), bundle.content_hash, report.to_json(),
+        )
+        written.append(("promotions", promotion_id))
+    return promotion_id
 
 
 def rollback(con, run_id: str, decided_by: str, reason: str) -> int:
@@ -256,4 +260,8 @@ def rollback(con, run_id: str, decided_by: str, reason: str) -> int:
         raise GateError("a rollback needs a reason")
     if current_state(con, run_id) != "promoted":
         raise GateError(f"run {run_id} is not promoted; there is nothing to roll back")
-    return queries.append_promotion(con, run_id, "rollback", decided_by, utc_now(), None, None, reason, None, None, None)
+    with decisions.recording(con) as written:
+        promotion_id = queries.append_promotion(con, run_id, "rollback", decided_by, utc_now(), None, None, reason,
+                                                None, None, None)
+        written.append(("promotions", promotion_id))
+    return promotion_id

@@ -1,7 +1,8 @@
 """Human review of trajectories: append-only verdicts and exploit fixtures.
 
 Review page -> **review** -> queries -> store. A verdict is appended, never updated; a reject
-needs a note that says why. An exploit fixture is a copy of a trajectory's episode (task and
+needs a note that says why. Every decision is also appended to the decisions log on disk
+(`agentrl.store.decisions`), so a rebuilt store keeps it. An exploit fixture is a copy of a trajectory's episode (task and
 actions) that must never teach: `check_fixtures` replays every fixture through the gym and asks
 a scorer whether it would admit it as eligible.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentrl.store import queries
+from agentrl.store import decisions, queries
 from agentrl.tasks.refund.gym import Task
 from agentrl.tasks.refund.rollout import replay
 from agentrl.record.rundir import utc_now
@@ -40,7 +41,10 @@ def record_review(con, run_id: str, step: int, traj_idx: int, verdict: str, revi
         raise ReviewError("a reject needs a note saying what is wrong with the trajectory")
     if queries.trajectory(con, run_id, step, traj_idx) is None:
         raise ReviewError(f"run {run_id!r} has no trajectory {traj_idx} at step {step}")
-    return queries.append_review(con, run_id, step, traj_idx, verdict, note, reviewer, utc_now())
+    with decisions.recording(con) as written:
+        review_id = queries.append_review(con, run_id, step, traj_idx, verdict, note, reviewer, utc_now())
+        written.append(("reviews", review_id))
+    return review_id
 
 
 def mark_exploit(con, run_id: str, step: int, traj_idx: int, reviewer: str, note: str) -> int:
@@ -55,8 +59,11 @@ def mark_exploit(con, run_id: str, step: int, traj_idx: int, reviewer: str, note
     states = list(row["states"] or [])
     if not states or not row["actions"]:
         raise ReviewError("only refund-gym trajectories (with states and actions) can become fixtures")
-    return queries.add_fixture(con, run_id, step, traj_idx, row["task_id"], int(row["amount"] or 0), states[0],
-                               list(row["actions"]), note, reviewer, utc_now())
+    with decisions.recording(con) as written:
+        fixture_id = queries.add_fixture(con, run_id, step, traj_idx, row["task_id"], int(row["amount"] or 0), states[0],
+                                         list(row["actions"]), note, reviewer, utc_now())
+        written.append(("fixtures", fixture_id))
+    return fixture_id
 
 
 @dataclass(frozen=True)

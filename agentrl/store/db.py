@@ -1,12 +1,20 @@
-"""The DuckDB file: open it (creating it and applying `schemas/*.sql`), or say who holds it.
+"""The DuckDB file: open it (creating it and applying `schemas/*.sql`), or say in one line why not.
 
 Store -> **db**. DuckDB locks its file per process, so the dashboard holds the one read-write
 connection for its lifetime; a CLI command that finds it held waits a few seconds, then says so
-in one line (`StoreLockedError`).
+(`StoreLockedError`). The dashboard also holds a lock on the runs directory itself
+(`hold_runs_dir`): a file lock dies with a deleted file, so without it a command run after
+someone deleted `agentrl.duckdb` under a running dashboard would create a second database.
+
+A file DuckDB cannot open (truncated, garbage, a block whose checksum fails) is named with the
+command that recreates it from the runs' chunks and the decisions log (`StoreDamagedError`).
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
 import time
 from pathlib import Path
 
@@ -16,8 +24,45 @@ from agentrl.paths import SCHEMAS_DIR
 from agentrl.record.rundir import DB_FILENAME
 
 
-class StoreLockedError(RuntimeError):
+class StoreError(RuntimeError):
+    """The store cannot be used right now; the message says why and what to do, on one line."""
+
+
+class StoreLockedError(StoreError):
     """Another process (usually the dashboard) holds the database."""
+
+
+class StoreDamagedError(StoreError):
+    """The database file is damaged; the message names it and the command that rebuilds it."""
+
+
+# Words DuckDB uses when a file is not a database it can read (as opposed to a busy or absent one).
+_DAMAGE_MARKERS = ("not a valid duckdb database", "corrupt", "checksum", "could not read enough bytes",
+                   "database has been invalidated")
+
+
+def rebuild_command(runs_dir: Path) -> str:
+    return f"python -m agentrl rebuild --runs-dir {runs_dir}"
+
+
+def damaged(path: Path, reason: object) -> StoreDamagedError:
+    first = " ".join(str(reason).split())[:200]
+    return StoreDamagedError(f"the store {path} is damaged ({first}); rebuild it from the runs' chunks and "
+                             f"the decisions log: {rebuild_command(Path(path).parent)}")
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether a DuckDB error says the file itself is damaged."""
+    text = str(error).lower()
+    return isinstance(error, duckdb.Error) and any(marker in text for marker in _DAMAGE_MARKERS)
+
+
+def database_file(con) -> Path | None:
+    """The file a connection (or cursor) has open; None for an in-memory database."""
+    for _, name, file in con.execute("PRAGMA database_list").fetchall():
+        if name not in ("system", "temp") and file:
+            return Path(file)
+    return None
 
 
 def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -25,25 +70,102 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(ddl.read_text())
 
 
-def connect(runs_dir: Path, wait_s: float = 5.0) -> duckdb.DuckDBPyConnection:
-    """Open (creating if needed) `<runs_dir>/agentrl.duckdb` read-write and apply the DDL.
+# --- the runs-directory lock --------------------------------------------------------------------
 
-    Retries for `wait_s` while another process holds the lock (a run ingesting at its exit
-    holds it for well under a second), then raises StoreLockedError.
+_held: dict[str, int] = {}  # runs dir (real path) -> the fd whose flock this process holds
+_held_lock = threading.Lock()
+
+
+def _key(runs_dir: Path) -> str:
+    return os.path.realpath(runs_dir)
+
+
+def hold_runs_dir(runs_dir: Path) -> None:
+    """Take the runs directory for this process (the dashboard, for its lifetime); StoreLockedError
+    if another process holds it. Where the file system has no flock, DuckDB's own lock is all."""
+    key = _key(runs_dir)
+    with _held_lock:
+        if key in _held:
+            return
+        fd = os.open(key, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise _held_elsewhere(runs_dir) from None
+        except OSError:
+            os.close(fd)
+            return
+        _held[key] = fd
+
+
+def release_runs_dir(runs_dir: Path) -> None:
+    with _held_lock:
+        fd = _held.pop(_key(runs_dir), None)
+    if fd is not None:
+        os.close(fd)  # closing the descriptor drops the flock
+
+
+def runs_dir_held_elsewhere(runs_dir: Path) -> bool:
+    """True when another process holds the runs directory (a probe: nothing is kept)."""
+    key = _key(runs_dir)
+    with _held_lock:
+        if key in _held:
+            return False
+    try:
+        fd = os.open(key, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # also drops the probe's shared lock
+    return False
+
+
+def _held_elsewhere(runs_dir: Path) -> StoreLockedError:
+    path = Path(runs_dir) / DB_FILENAME
+    return StoreLockedError(f"{path} is held by another process (is the dashboard running? it ingests runs itself)")
+
+
+# --- connecting ---------------------------------------------------------------------------------
+
+
+def connect(runs_dir: Path, wait_s: float = 5.0, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open `<runs_dir>/agentrl.duckdb` (creating it and applying the DDL, unless `read_only`).
+
+    Retries for `wait_s` while another process holds it (a run ingesting at its exit holds it for
+    well under a second), then raises StoreLockedError; a damaged file raises StoreDamagedError.
+    `read_only` needs no write access to the runs directory and applies no DDL.
     """
     path = Path(runs_dir) / DB_FILENAME
     deadline = time.monotonic() + wait_s
     while True:
+        if runs_dir_held_elsewhere(runs_dir):
+            error: Exception = _held_elsewhere(runs_dir)
+        else:
+            try:
+                con = duckdb.connect(str(path), read_only=read_only)
+                break
+            except duckdb.Error as caught:
+                if is_damage(caught):
+                    raise damaged(path, caught) from None
+                if "lock" not in str(caught).lower():
+                    raise
+                error = _held_elsewhere(runs_dir)
+        if time.monotonic() >= deadline:
+            raise error from None
+        time.sleep(0.1)
+    if not read_only:
         try:
-            con = duckdb.connect(str(path))
-            break
-        except duckdb.IOException as error:
-            if "lock" not in str(error).lower():
-                raise
-            if time.monotonic() >= deadline:
-                raise StoreLockedError(
-                    f"{path} is held by another process (is the dashboard running? it ingests runs itself)"
-                ) from None
-            time.sleep(0.1)
-    apply_schema(con)
+            apply_schema(con)
+        except duckdb.Error as caught:
+            con.close()
+            if is_damage(caught):
+                raise damaged(path, caught) from None
+            raise
     return con

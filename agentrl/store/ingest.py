@@ -7,11 +7,18 @@ run's own exit) does the same, if it can take DuckDB's file lock. Queries live i
 Ingest is idempotent: each chunk's rows and its `ingested_files` entry commit in one
 transaction, so a crash between the two cannot happen and a file is never taken twice. Rows go
 in through Arrow (`INSERT ... BY NAME SELECT * FROM <arrow table>`), never row by row.
+
+Faults stay where they are: a damaged run file or chunk costs that run or chunk, named once
+(`ingest_errors`); a store that cannot be written (damaged, full disk, deleted under us) raises
+one `StoreError` line and blames no chunk. An Ingestor's first pass puts back decisions from the
+decisions log that the store lacks, so ingesting into a new store loses no review.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 import threading
 import time
@@ -24,10 +31,21 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentrl.record.chunks import CHUNKS_DIR, LEGACY_GLOB, list_commits
+from agentrl.record.chunks import CHUNKS_DIR, LEGACY_GLOB, list_commits, sweep_uncommitted
 from agentrl.record.rows import CHUNK_TABLES, RECORD_SCHEMA_VERSION, conform
-from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
-from agentrl.store.db import StoreLockedError, connect  # noqa: F401 - StoreLockedError is re-exported for callers
+from agentrl.record.rundir import DB_FILENAME, TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
+from agentrl.record.runfiles import RunFileError, read_meta, read_status
+from agentrl.store import decisions
+from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for callers
+    StoreDamagedError,
+    StoreError,
+    StoreLockedError,
+    connect,
+    damaged,
+    database_file,
+    is_damage,
+    rebuild_command,
+)
 
 MAX_FILES_PER_TRANSACTION = 2000  # bounds one ingest tick's latency when a backlog builds up
 
@@ -48,6 +66,7 @@ class IngestReport:
     runs_synced: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     seconds: float = 0.0
+    decisions: int = 0  # decisions put back from the decisions log (a rebuilt or deleted store)
 
 
 def _parse_ts(value) -> datetime | None:
@@ -71,38 +90,88 @@ class Ingestor:
         self.runs_dir = Path(runs_dir)
         self.log = log or (lambda message: print(message, file=sys.stderr))
         self._lock = threading.Lock()
-        self._taken: set[str] = set()
-        self._taken_markers: dict[str, set[str]] = {}  # run id -> commit marker names taken (never read again)
-        self._mark_taken(row[0] for row in con.execute("SELECT path FROM ingested_files").fetchall())
-        self._bad: dict[str, tuple[int, int]] = {
-            row[0]: (row[1], row[2]) for row in con.execute("SELECT path, size, mtime_ns FROM ingest_errors").fetchall()
-        }
+        try:
+            self._taken: set[str] = set()
+            self._taken_markers: dict[str, set[str]] = {}  # run id -> commit marker names taken (never read again)
+            self._mark_taken(row[0] for row in con.execute("SELECT path FROM ingested_files").fetchall())
+            self._bad: dict[str, tuple[int, int]] = {
+                row[0]: (row[1], row[2]) for row in con.execute("SELECT path, size, mtime_ns FROM ingest_errors").fetchall()
+            }
+        except duckdb.Error as error:  # a damaged store found on its first read
+            raise _store_error(self.runs_dir, error) from None
         self._drained: set[str] = set()
         self._run_signatures: dict[str, tuple] = {}
+        self._db_file = _identity(con)  # the file this connection has open, to notice it being deleted
+        self._replayed = False
 
     def ingest(self) -> IngestReport:
         with self._lock:
             started = time.perf_counter()
             report = IngestReport()
-            for run in list_run_dirs(self.runs_dir):
-                if run.run_id in self._drained:
-                    continue
-                status = run.status() or {}
-                ended = status.get("status") in TERMINAL_STATUSES
-                readable = self._sync_run(run, status, report)
-                new_units = self._new_units(run) if readable else []
-                if new_units:
-                    self._ingest_units(new_units, report)
-                # A run writes its terminal status only after its last flush, so one more scan
-                # after it has ended finds everything it will ever write.
-                if ended and not new_units:
-                    self._drained.add(run.run_id)
+            self._check_same_file()
+            try:
+                self._ingest(report)
+            except duckdb.Error as error:
+                # The store's fault (a damaged file, a full disk), never a chunk's: one StoreError
+                # line, and the chunks stay on disk for the next tick.
+                raise _store_error(self.runs_dir, error) from None
             report.seconds = time.perf_counter() - started
             return report
 
-    def _sync_run(self, run: RunDir, status: dict, report: IngestReport) -> bool:
+    def _ingest(self, report: IngestReport) -> None:
+        if not self._replayed:  # once per Ingestor: a rebuilt or deleted store gets its decisions back
+            report.decisions = decisions.replay(self.con)
+            self._replayed = True
+        for run in list_run_dirs(self.runs_dir):
+            if run.run_id in self._drained:
+                continue
+            try:
+                meta, status = read_meta(run), read_status(run) or {}
+            except RunFileError as error:  # this run only; the others carry on
+                self._bad_run_file(run, error, report)
+                continue
+            self._run_file_fixed(run)
+            ended = status.get("status") in TERMINAL_STATUSES
+            readable = self._sync_run(run, meta, status, report)
+            new_units = self._new_units(run) if readable else []
+            if new_units:
+                self._ingest_units(new_units, report)
+            # A run writes its terminal status only after its last flush, so the scan after it
+            # has ended finds everything it will ever write; what a flush cut short by a kill
+            # left (files no commit names) can go now that no writer runs.
+            if ended:
+                sweep_uncommitted(run.root)
+                if not new_units:
+                    self._drained.add(run.run_id)
+
+    def _bad_run_file(self, run: RunDir, error: RunFileError, report: IngestReport) -> None:
+        """Name a damaged run.json or status.json once (again only when the file changes)."""
+        path = error.path
+        key = f"{run.run_id}/{path.name}"
+        try:
+            stat = path.stat()
+            signature = (stat.st_size, stat.st_mtime_ns)
+        except OSError:
+            signature = (None, None)
+        if self._bad.get(key) != signature:
+            self._record_bad(key, path, error.detail, report)
+
+    def _run_file_fixed(self, run: RunDir) -> None:
+        """A run file named as damaged was rewritten and reads again: its error no longer stands."""
+        for path in (run.meta_path, run.status_path):
+            key = f"{run.run_id}/{path.name}"
+            if key not in self._bad:
+                continue
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            if self._bad[key] != (stat.st_size, stat.st_mtime_ns):
+                del self._bad[key]
+                self.con.execute("DELETE FROM ingest_errors WHERE path = ?", [key])
+
+    def _sync_run(self, run: RunDir, meta: dict | None, status: dict, report: IngestReport) -> bool:
         """Copy the run's record into `runs`; False when its record format cannot be read."""
-        meta = run.meta()
         if meta is None:
             return False
         version = meta.get("record_schema_version", 1)
@@ -201,6 +270,23 @@ class Ingestor:
         report.skipped.append((str(path), reason))
         self.log(f"ingest: skipped {path}: {reason}")
 
+    def _check_same_file(self) -> None:
+        """The file this connection writes must still be the store's file: deleted or replaced
+        under a running dashboard, writing on would fill a database nobody will ever open."""
+        if self._db_file is None:
+            return
+        path, identity = self._db_file
+        try:
+            stat = os.stat(path)
+            current = (stat.st_dev, stat.st_ino)
+        except OSError:
+            current = None
+        if current != identity:
+            raise StoreReplacedError(
+                f"the store {path} was deleted or replaced while this process had it open; nothing is lost "
+                f"(runs' chunks and the decisions log are on disk): stop this dashboard, then "
+                f"{rebuild_command(path.parent)} (or just restart the dashboard)")
+
     def _ingest_units(self, units: list[_Unit], report: IngestReport) -> None:
         for start in range(0, len(units), MAX_FILES_PER_TRANSACTION):
             batch = units[start : start + MAX_FILES_PER_TRANSACTION]
@@ -209,7 +295,9 @@ class Ingestor:
                 continue
             try:
                 self._commit(loaded)
-            except duckdb.Error:
+            except duckdb.Error as error:
+                if not _chunks_fault(error):
+                    raise _store_error(self.runs_dir, error) from None
                 # One bad unit must not hold back the rest: retry them one by one.
                 for item in loaded:
                     try:
@@ -217,6 +305,8 @@ class Ingestor:
                     except duckdb.Error as error:
                         if self._already_taken(item[0].key):
                             continue  # another Ingestor on this database took it first
+                        if not _chunks_fault(error):
+                            raise _store_error(self.runs_dir, error) from None
                         self._record_bad(item[0].key, item[0].marker, f"insert failed: {error}", report)
                         continue
                     report.files += 1
@@ -268,11 +358,48 @@ class Ingestor:
             cur.unregister("ledger_rows")
             cur.execute("COMMIT")
         except BaseException:
-            cur.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error):  # a failed commit may have ended the transaction already
+                cur.execute("ROLLBACK")
             raise
         finally:
             cur.close()
         self._mark_taken(unit.key for unit, _ in loaded)
+
+
+class StoreReplacedError(StoreError):
+    """The database file was deleted or replaced under an open connection."""
+
+
+class StoreWriteError(StoreError):
+    """The store could not be written (a full disk, an I/O error); the chunks wait on disk."""
+
+
+# DuckDB errors that a chunk's own values cause (its rows are refused, the store is fine).
+_CHUNK_FAULTS = (duckdb.ConversionException, duckdb.ConstraintException, duckdb.InvalidInputException,
+                 duckdb.TypeMismatchException, duckdb.BinderException, duckdb.OutOfRangeException)
+
+
+def _chunks_fault(error: duckdb.Error) -> bool:
+    return isinstance(error, _CHUNK_FAULTS) and not is_damage(error)
+
+
+def _store_error(runs_dir: Path, error: duckdb.Error) -> StoreError:
+    path = Path(runs_dir) / DB_FILENAME
+    if is_damage(error):
+        return damaged(path, error)
+    reason = " ".join(str(error).split())[:300]
+    return StoreWriteError(f"the store {path} cannot be written ({reason}); nothing was lost: the runs' chunks "
+                           f"stay on disk and are ingested once it can")
+
+
+def _identity(con) -> tuple[Path, tuple[int, int]] | None:
+    """The connection's database file and its (device, inode), to notice it being replaced."""
+    file = database_file(con)
+    try:
+        stat = os.stat(file) if file is not None else None
+    except OSError:
+        return None
+    return None if stat is None else (file, (stat.st_dev, stat.st_ino))
 
 
 def ingest_once(runs_dir: Path, wait_s: float = 5.0) -> IngestReport:
@@ -311,7 +438,8 @@ class BackgroundIngest:
                 self.tick()
                 self.last_error = None
             except Exception as error:  # keep the loop alive; the UI shows the message
-                self.last_error = f"{type(error).__name__}: {error}"
+                # A StoreError is already one line saying what to do; anything else keeps its type.
+                self.last_error = str(error) if isinstance(error, StoreError) else f"{type(error).__name__}: {error}"
                 print(f"agentrl ingest loop: {self.last_error}", file=sys.stderr)
             self.last_tick_at = time.time()
             self._wait()

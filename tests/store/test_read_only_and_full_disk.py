@@ -1,0 +1,127 @@
+"""A read-only runs directory and a full disk (issue 12, finding 6).
+
+Read-only: `ingest` says so in one line, `export`, `runs` and `check` read without writing. Full
+disk: `train` leaves no empty run folder, and a run that fills the disk is failed with the reason.
+As root both are real file systems (a read-only bind mount, a small tmpfs); as another user the
+read-only case is file modes and the full disk a file-size limit (RLIMIT_FSIZE), which fails
+writes the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentrl.record.rundir import DB_FILENAME, list_run_dirs
+from helpers import REPO_ROOT, agentrl, ok
+
+ROOT = os.geteuid() == 0
+
+
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+@contextlib.contextmanager
+def read_only(path: Path):
+    """`path` made read-only: a read-only bind mount onto itself as root, file modes otherwise."""
+    if ROOT:
+        if not (_mount("--bind", str(path), str(path)) and _mount("-o", "remount,bind,ro", str(path))):
+            subprocess.run(["umount", str(path)], capture_output=True)
+            pytest.skip("root cannot bind-mount here (no CAP_SYS_ADMIN)")
+        try:
+            yield path
+        finally:
+            subprocess.run(["umount", str(path)], check=True)
+    else:
+        modes = {p: p.stat().st_mode for p in [path, *path.rglob("*")]}
+        for p in modes:
+            p.chmod(modes[p] & ~0o222)
+        try:
+            yield path
+        finally:
+            for p, mode in modes.items():
+                p.chmod(mode)
+
+
+def test_a_read_only_runs_dir_can_be_listed_checked_and_exported_and_ingest_says_why_it_cannot(trained_pair, tmp_path):
+    runs_dir, ids = trained_pair
+    with read_only(runs_dir):
+        assert not os.access(runs_dir, os.W_OK)
+        result = agentrl("ingest", "--runs-dir", runs_dir)
+        assert result.returncode == 2
+        assert result.stderr.splitlines() == [
+            f"error: runs directory {str(runs_dir)!r} is read-only; ingest writes {DB_FILENAME} there. "
+            "Read what is stored with `python -m agentrl export`, or ingest a writable copy"]
+        listing = ok(agentrl("runs", "--runs-dir", runs_dir))
+        assert ids["guarded"] in listing.stdout and "succeeded" in listing.stdout
+        assert "ok: " in ok(agentrl("check", "--runs-dir", runs_dir)).stdout
+        exported = ok(agentrl("export", ids["guarded"], "--out", tmp_path / "out", "--runs-dir", runs_dir))
+        assert {Path(line).name for line in exported.stdout.split()} >= {"steps.parquet", "trajectories.parquet"}
+        assert "Traceback" not in result.stderr + listing.stderr + exported.stderr
+
+
+# --- a full disk ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def small_disk(path: Path, size_kb: int):
+    """A runs directory on a file system of `size_kb` KiB (root), or None for the file-size limit."""
+    path.mkdir(parents=True)
+    if ROOT and _mount("-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(path)):
+        try:
+            yield True
+        finally:
+            subprocess.run(["umount", "-l", str(path)], check=True)
+    else:
+        yield False
+
+
+def train_on(runs_dir: Path, size_kb: int, real: bool) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("AGENTRL_RUNS_DIR", None)
+    limit = None if real else size_kb * 1024 // 4  # no file may grow past this: writes fail as on a full disk
+
+    def limited():
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, "-m", "agentrl", "train", "--preset", "refund-outcome", "--runs-dir",
+                           str(runs_dir / "runs"), "--quiet"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, preexec_fn=limited)
+
+
+def test_train_on_a_disk_too_full_for_a_run_folder_leaves_none_and_says_so_in_one_line(tmp_path):
+    disk = tmp_path / "disk"
+    with small_disk(disk, 8) as real:
+        if not real:
+            pytest.skip("a disk too small for run.json needs a tmpfs (root)")
+        result = train_on(disk, 8, real)
+        assert result.returncode == 2, result.stdout + result.stderr
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("error: ") and "No space left on device" in line
+        assert list_run_dirs(disk / "runs") == [] and not any(p.is_dir() for p in (disk / "runs").iterdir())
+
+
+def test_a_run_that_fills_the_disk_is_failed_with_the_reason_not_left_running(tmp_path):
+    disk = tmp_path / "disk"
+    with small_disk(disk, 48) as real:
+        result = train_on(disk, 48, real)
+        assert "Traceback" not in result.stderr, result.stderr
+        assert result.returncode == 3, result.stdout + result.stderr  # the run failed, and `train` says so
+        (run,) = list_run_dirs(disk / "runs")
+        status = run.status()
+        assert status["status"] == "failed"
+        assert "could not be written" in status["error"]
+        assert ("No space left on device" if real else "File too large") in status["error"]
+        assert f"run {run.run_id} failed" in result.stdout
+        leftovers = [p.name for p in (run.root / "chunks").iterdir() if p.name.startswith(".")]
+        assert leftovers == []  # no half-written temporary file stays behind
+    shutil.rmtree(tmp_path, ignore_errors=True)
