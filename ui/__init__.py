@@ -21,6 +21,7 @@ import streamlit as st
 from agentrl.launcher import Launcher
 from agentrl.record.rundir import RunsDirError, default_runs_dir, ensure_writable
 from agentrl.store.db import StoreError, damaged, hold_runs_dir, is_damage, release_runs_dir
+from agentrl.store.watch import CommitWatch
 from agentrl.store.ingest import BackgroundIngest, Ingestor, connect
 
 INGEST_INTERVAL_S = 0.25
@@ -53,7 +54,8 @@ def _services(runs_dir: str) -> Services:
         ingestor.ingest()
 
     tick()  # the first page shows what is already on disk
-    loop = BackgroundIngest(tick, interval=INGEST_INTERVAL_S)
+    # Woken by a run's new commit, not only by the clock: a logged step is on the page sooner.
+    loop = BackgroundIngest(tick, interval=INGEST_INTERVAL_S, wake=CommitWatch(path).changed)
 
     def shutdown() -> None:
         loop.stop()

@@ -142,17 +142,18 @@ def test_a_wrong_value_is_raised_by_the_next_call_naming_the_field_and_the_rest_
     """Values are checked off the caller's path: the error comes one call later, with the step it was logged at."""
     run = Run(run_dir)
     run.log_trajectories(1, [{"traj_idx": 0, "task_id": "t", "reward": "lots"}, {"traj_idx": 1, "task_id": "t", "reward": 1.0}])
-    run.writer.flush()
+    run.log_step(1, {"loss": 0.5})
+    run.writer.flush()  # the step is complete, so its rows are checked and written now
     with pytest.raises(RecordError, match=r"trajectories.reward must be a number, not 'lots' \(logged with step 1\); that row was not recorded"):
-        run.log_step(1, {"loss": 0.5})
-    run.log_step(1, {"loss": "high"})
+        run.log_step(2, {"loss": 0.5})
+    run.log_step(2, {"loss": "high"})
     with pytest.raises(RecordError, match=r"steps.metrics\['loss'\] must be a number, not 'high'"):
         run.finish("succeeded")
     import pyarrow.parquet as pq
 
     (path,) = chunk_files(run_dir.root, "trajectories")
     assert pq.read_table(path).column("traj_idx").to_pylist() == [1]
-    assert chunk_files(run_dir.root, "steps") == []
+    assert [pq.read_table(p).column("step").to_pylist() for p in chunk_files(run_dir.root, "steps")] == [[1]]
     status = run_dir.status()
     assert status["status"] == "succeeded" and "2 rows did not fit" in status["warnings"][0]
 

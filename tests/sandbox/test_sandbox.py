@@ -30,13 +30,16 @@ def sandbox_root():
     """A temp root for the copies; empty again, with no process of the runs left, after each test."""
     root = Path(tempfile.mkdtemp(prefix="agentrl-sandbox-test-"))
     root.chmod(0o711)
+    # Children this test process had before (a multiprocessing resource tracker an earlier test
+    # started lives as long as pytest) are not the run's.
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield root
     leftovers = sorted(os.listdir(root))
     processes = sandbox_processes(root)
     shutil.rmtree(root, ignore_errors=True)
     assert leftovers == [], "a run left its copy behind"
     assert processes == [], "a run left processes behind"
-    assert psutil.Process().children(recursive=True) == []
+    assert [p for p in psutil.Process().children(recursive=True) if p.pid not in before] == []
 
 
 @pytest.fixture

@@ -66,6 +66,7 @@ def attack(workspace, sandbox_root):
 
     def run(files: dict[str, str], limits: SandboxLimits = QUICK, command: list[str] | None = None, own_children=()) -> SandboxResult:
         before = tree_digest(workspace)
+        children_before = {p.pid for p in psutil.Process().children(recursive=True)}  # not the run's
         started = time.monotonic()
         result = run_tests(workspace, files, command or [PY, "check.py"], ["check.py"], limits, temp_root=sandbox_root)
         elapsed = time.monotonic() - started
@@ -75,7 +76,8 @@ def attack(workspace, sandbox_root):
         assert tree_digest(workspace) == before, "the original workspace changed"
         assert os.listdir(sandbox_root) == [], "the copy was left behind"
         assert sandbox_processes(sandbox_root) == [], "a process of the run is still there"
-        assert [p for p in psutil.Process().children(recursive=True) if p.pid not in own_children] == []
+        assert [p for p in psutil.Process().children(recursive=True)
+                if p.pid not in own_children and p.pid not in children_before] == []
         return result
 
     return run

@@ -45,12 +45,15 @@ def remember(key: tuple, result: SandboxResult) -> None:
 
 
 def sandboxed_tests(workspace: str, files: dict[str, str], test_command: list[str], protected: list[str],
-                    limits: SandboxLimits | None = None) -> SandboxResult:
-    """The workspace's tests with `files` written in, through the cache."""
+                    limits: SandboxLimits | None = None, writable: list[str] | None = None,
+                    answer_keys: str | None = None) -> SandboxResult:
+    """The workspace's tests with `files` written in, through the cache. `writable` is the task's
+    allow-list of paths; `answer_keys` the keys only the test process receives (never the workspace)."""
     key = cache_key(workspace, files, test_command)
     result = cached_result(key)
     if result is None:
-        result = run_tests(Path(workspace), dict(files), list(test_command), list(protected), limits or SandboxLimits())
+        result = run_tests(Path(workspace), dict(files), list(test_command), list(protected), limits or SandboxLimits(),
+                           writable=writable, answer_keys=answer_keys)
         remember(key, result)
     return result
 
@@ -65,16 +68,21 @@ class CodingToolEnv:
         self._workspace = ""
         self._test_command: list[str] = []
         self._protected: list[str] = []
+        self._writable: list[str] | None = None
+        self._answer_keys: str | None = None
         self.written: dict[str, str] = {}  # path -> content the agent wrote (allowed writes only)
         self.refused: list[str] = []  # why each refused write was refused (protected path, `..`, ...)
         self.test_runs = 0
         self.tests_passed: bool | None = None  # set by the tests reward at the end of the rollout
 
-    def reset(self, workspace: str, test_command: list[str], protected: list[str], **row: Any) -> None:
+    def reset(self, workspace: str, test_command: list[str], protected: list[str], writable: list[str] | None = None,
+              answer_keys: str | None = None, **row: Any) -> None:
         """Start an episode on the row's repository; the prompt already lists its files."""
         self._workspace = str(workspace)
         self._test_command = list(test_command)
         self._protected = list(protected)
+        self._writable = None if writable is None else list(writable)
+        self._answer_keys = answer_keys
         self.written = {}
         self.refused = []
         self.test_runs = 0
@@ -114,7 +122,8 @@ class CodingToolEnv:
     def run_tests(self) -> str:
         """Run the repository's test suite on the files as they are now and say whether it passed."""
         self.test_runs += 1
-        return sandboxed_tests(self._workspace, self.written, self._test_command, self._protected).reason
+        return sandboxed_tests(self._workspace, self.written, self._test_command, self._protected,
+                               writable=self._writable, answer_keys=self._answer_keys).reason
 
     @property
     def workspace(self) -> str:
@@ -127,3 +136,11 @@ class CodingToolEnv:
     @property
     def protected(self) -> list[str]:
         return list(self._protected)
+
+    @property
+    def writable(self) -> list[str] | None:
+        return None if self._writable is None else list(self._writable)
+
+    @property
+    def answer_keys(self) -> str | None:
+        return self._answer_keys

@@ -80,7 +80,8 @@ def rows() -> list[dict[str, Any]]:
         if not workspace.is_dir():
             materialize(task, workspace_root())
         out.append({"prompt": prompt(task_id), "task_id": task_id, "workspace": str(workspace),
-                    "test_command": list(task.test_command), "protected": list(task.protected)})
+                    "test_command": list(task.test_command), "protected": list(task.protected),
+                    "writable": list(task.writable), "answer_keys": task.answer_keys})
     return out
 
 
@@ -105,7 +106,8 @@ def tests(completions: list, environments: list | None = None, **kwargs: Any) ->
     if pending:  # each distinct set of files once, a worker per core
         envs = list(pending.values())
         outcomes = tests_outcomes([_file_blocks(e.written) for e in envs], [e.workspace for e in envs],
-                                  [e.test_command for e in envs], [e.protected for e in envs])
+                                  [e.test_command for e in envs], [e.protected for e in envs],
+                                  writable=[e.writable for e in envs], answer_keys=[e.answer_keys for e in envs])
         for key, outcome in zip(pending, outcomes):
             if outcome.sandbox is not None:
                 remember(key, outcome.sandbox)
