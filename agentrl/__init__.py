@@ -16,6 +16,7 @@ with agentrl.init(name="my-grpo", config={"lr": 1e-5}) as run:
         run.log_step(step, {"loss": 0.25, "kl": 0.01})
 ```
 
+A task of your own is an `agentrl.Task` (`agentrl.load_task("path/to/file.py:TASK")` checks one);
 `init` returns `agentrl.record.run.Run`; rows are the record types of `agentrl.record.rows`
 (`TrajectoryRecord`, `StepRecord`, `EvalRecord`) or dicts of their fields. These names load on
 first use, so `import agentrl` itself loads nothing heavy (no torch, Streamlit, DuckDB or Arrow).
@@ -36,6 +37,10 @@ _PUBLIC = {
     "EvalRecord": "agentrl.record.rows",
     "RecordError": "agentrl.record.rows",
     "RECORD_SCHEMA_VERSION": "agentrl.record.rows",
+    "Task": "agentrl.tasks.contract",
+    "Verdict": "agentrl.tasks.contract",
+    "DecisionPoint": "agentrl.tasks.contract",
+    "load_task": "agentrl.tasks.loader",
 }
 __all__ = ["__version__", *_PUBLIC]
 
@@ -43,6 +48,8 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time the names load o
     from agentrl.record.api import init
     from agentrl.record.rows import RECORD_SCHEMA_VERSION, EvalRecord, RecordError, StepRecord, TrajectoryRecord
     from agentrl.record.run import Run
+    from agentrl.tasks.contract import DecisionPoint, Task, Verdict
+    from agentrl.tasks.loader import load_task
 
 
 def __getattr__(name: str):
