@@ -185,7 +185,6 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
     model_dir, tokenizer, model = _load_model(config, task)
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
 
     from agentrl.engines.trl.task_rewards import TaskRewards
@@ -250,31 +249,42 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
     run.writer.flush_soon()
     run.start_clock()
 
-    class Telemetry(TrainerCallback):
-        """Writes one step's rows when TRL logs it (after the optimiser step), and honours a stop."""
+    from agentrl.integrations.trl import AgentrlCallback  # transformers, loaded with the run
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            batch = trainer.last_batch
-            if not logs or "reward" not in logs or batch is None:
-                return control  # the end-of-training summary, not a step
-            step = state.global_step
-            trajectories = _trajectory_records(step, batch, rewards)
-            run.log_trajectories(trajectories)
+    class EngineCallback(AgentrlCallback):
+        """The same callback a user's GRPO script adds (agentrl.integrations.trl), writing into this
+        run: a step's trajectories come from the vetoed batch (with every reward component, the
+        guard's flags and the veto), then its decision-point distributions and evaluations, then its
+        step row; a stop request ends training after the step."""
+
+        def trajectories(self, step, completions, logs):
+            return _trajectory_records(step, trainer.last_batch, rewards)
+
+        def before_step_row(self, step):
             record_policy(step)
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
                 record_eval(step)
-            step_row = _step_record(step, batch, trajectories, logs)
-            run.log_step(step_row)
-            log(f"step {step}/{config.rounds} success {step_row.success_rate:.2f} "
-                f"violation {step_row.violation_rate:.2f} reward {logs['reward']:.3f} "
-                f"vetoed {batch.n_vetoed} updates {batch.updates} vetoed updates {batch.vetoed_updates} "
-                f"({logs.get('step_time', float('nan')):.2f}s)")
+
+        def step_row(self, step, logs, trajectories):
+            self.last_row, self.last_logs = _step_record(step, trainer.last_batch, trajectories, logs), logs
+            return self.last_row
+
+        def step_recorded(self, step):
+            batch, row, logs = trainer.last_batch, self.last_row, self.last_logs
+            log(f"step {step}/{config.rounds} success {row.success_rate:.2f} violation {row.violation_rate:.2f} "
+                f"reward {logs['reward']:.3f} vetoed {batch.n_vetoed} updates {batch.updates} "
+                f"vetoed updates {batch.vetoed_updates} ({logs.get('step_time', float('nan')):.2f}s)")
             run.step_done(step)
-            if stop():
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not logs or "reward" not in logs or trainer.last_batch is None:
+                return control  # the end-of-training summary, not a step
+            super().on_log(args, state, control, logs=logs, **kwargs)
+            if stop():  # asked during this step (TRL logs after its on_step_end): stop now, not a step later
                 control.should_training_stop = True
             return control
 
-    trainer.add_callback(Telemetry())
+    trainer.add_callback(EngineCallback(run=run, scorer=config.scorer))
     if not stop():
         trainer.train()
     completed = trainer.state.global_step
