@@ -53,6 +53,7 @@ class TrlConfig(RunConfig):
     labels: ClassVar[dict[str, str]] = {
         "rounds": "optimiser steps", "group_size": "group size", "lr": "learning rate", "clip": "clip epsilon",
         "eval_every": "evaluate every N steps", "step_delay": "step delay (s)", "decision_points": "decision points",
+        "probe_every": "replay exploit probes every N steps", "on_onset": "at a hacking onset",
         "lm": "language model",
     }
 
@@ -68,6 +69,8 @@ class TrlConfig(RunConfig):
     eval_every: int = Field(default=10, ge=0, le=100_000, description="Greedy evaluation on the task's eval rows every N steps (0: only before and after training).")
     decision_points: list[str] = Field(default_factory=list, max_length=100, description=(
         "The task's decision points whose next-tool distribution is recorded every step, comma-separated; empty: all of them."))
+    probe_every: int = Field(default=10, ge=0, le=100_000, description="Replay the task's exploit probes greedily every N steps while training (0: only at the end), so a hacking onset shows as it happens.")
+    on_onset: Literal["warn", "stop"] = Field(default="warn", description="At a hacking onset (agentrl.monitor): 'warn' records it and goes on; 'stop' ends the run cleanly with the reason.")
     lm: LMSettings = Field(default_factory=LMSettings, description="The model, its adapter and how rollouts are sampled.")
 
     @field_validator("task")

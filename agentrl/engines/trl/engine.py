@@ -29,7 +29,8 @@ from pathlib import Path
 
 from agentrl.engines.registry import Preflight
 from agentrl.engines.trl.config import TrlConfig as RunConfig
-from agentrl.record.rows import EvalRecord, StepRecord, TrajectoryRecord, finite
+from agentrl.monitor import RunMonitor
+from agentrl.record.rows import EvalRecord, EventRecord, StepRecord, TrajectoryRecord, finite
 from agentrl.record.run import Run
 from agentrl.record.rundir import RunDir
 from agentrl.scorers import RolloutScore, call_reward_funcs, score_rollouts
@@ -149,7 +150,7 @@ def run_trl(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = pri
             log(f"budget: no measured rows ({type(exc).__name__}: {exc})")
 
     with Run(run_dir, config.total_steps, config.step_delay, handle_signals=True, before_close=measured_budget) as run:
-        run.finish(_train(config, run, log))
+        run.finish(_train(config, run, log), run.error)
     return run.status
 
 
@@ -223,29 +224,35 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
     tools = tool_methods(task.environment_factory())
     recorded = [points[name] for name in (config.decision_points or list(points))]
 
-    def record_policy(step: int) -> None:
+    def record_policy(step: int) -> dict[str, dict[str, float]]:
+        distributions = {}
         for point in recorded:
-            run.log_action_probs(step, point.name, next_call_distribution(
-                trainer.model, tokenizer, point.conversations, tools, candidate_calls(point, tools)))
+            distributions[point.name] = next_call_distribution(
+                trainer.model, tokenizer, point.conversations, tools, candidate_calls(point, tools))
+            run.log_action_probs(step, point.name, distributions[point.name])
+        return distributions
 
     evaluated: set[tuple[int, str]] = set()
 
-    def record_eval(step: int, split: str = "held_out") -> None:
+    def record_eval(step: int, split: str = "held_out") -> list | None:
         if (step, split) in evaluated:
-            return  # a run cancelled on an evaluation step was already evaluated there
+            return None  # a run cancelled on an evaluation step was already evaluated there
         evaluated.add((step, split))
         on = eval_rows if split == "held_out" else probes
         if not on:
-            return
+            return None
         episodes = play_greedy(trainer.model, tokenizer, task, on, max_turns=lm.max_tool_calls, max_new_tokens=lm.max_completion_length)
         scores = _score_episodes(task, config.scorer, episodes)
         ids = [str(e.row.get("task_id", f"{split}-{i}")) for i, e in enumerate(episodes)]
         run.log_evals([EvalRecord(step, split, task_id, s.actions, s.success, s.violation) for task_id, s in zip(ids, scores)])
         if split == "held_out":
             log(f"eval step {step}: {sum(s.success for s in scores)}/{len(scores)} succeed, {sum(s.violation for s in scores)} violate")
+        return scores
 
-    record_policy(0)
+    monitor = RunMonitor()
+    monitor.start(record_policy(0))
     record_eval(0)
+    onset_stop: list[str] = []  # the reason, once an onset stops the run
     run.writer.flush_soon()
     run.start_clock()
 
@@ -257,13 +264,25 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
         guard's flags and the veto), then its decision-point distributions and evaluations, then its
         step row; a stop request ends training after the step."""
 
-        def trajectories(self, step, completions, logs):
-            return _trajectory_records(step, trainer.last_batch, rewards)
-
         def before_step_row(self, step):
-            record_policy(step)
+            distributions = record_policy(step)
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
                 record_eval(step)
+            probes = None
+            if config.probe_every and step % config.probe_every == 0 and step != config.rounds:
+                scores = record_eval(step, split="probe")  # the exploit probes now, not only at the end
+                probes = [s.violation for s in scores] if scores else None
+            rows = self.logged_trajectories
+            onset = monitor.observe(step, [(t.reward, t.violation, t.success) for t in rows], distributions, probes)
+            if onset is not None:
+                run.log("events", [EventRecord(step, "onset", onset.signal, onset.value, onset.threshold, onset.message)])
+                log(onset.message + ("; stopping the run (on_onset: stop)" if config.on_onset == "stop" else ""))
+                if config.on_onset == "stop":
+                    onset_stop.append(onset.message)
+
+        def trajectories(self, step, completions, logs):
+            self.logged_trajectories = _trajectory_records(step, trainer.last_batch, rewards)
+            return self.logged_trajectories
 
         def step_row(self, step, logs, trajectories):
             self.last_row, self.last_logs = _step_record(step, trainer.last_batch, trajectories, logs), logs
@@ -280,7 +299,7 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
             if not logs or "reward" not in logs or trainer.last_batch is None:
                 return control  # the end-of-training summary, not a step
             super().on_log(args, state, control, logs=logs, **kwargs)
-            if stop():  # asked during this step (TRL logs after its on_step_end): stop now, not a step later
+            if stop() or onset_stop:  # asked during this step (TRL logs after its on_step_end): stop now, not a step later
                 control.should_training_stop = True
             return control
 
@@ -292,6 +311,9 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
     record_eval(completed, split="probe")  # the promotion gate's exploit probes
     trainer.model.save_pretrained(str(run.dir.root / ADAPTER_DIR))  # what a promotion bundles
     log(f"totals: steps {completed} vetoed {trainer.vetoed_total} vetoed updates {trainer.vetoed_updates_total}")
+    if onset_stop:
+        run.error = f"stopped: {onset_stop[0]}"
+        return "cancelled"
     return "cancelled" if completed < config.rounds else "succeeded"
 
 
