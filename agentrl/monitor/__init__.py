@@ -26,8 +26,8 @@ def store_signals(con, run_id: str) -> dict[int, dict[str, float]]:
     from agentrl.store import queries
 
     rollouts = queries.monitor_rollouts(con, run_id)
-    rows = [Rollout(int(s), float(r), bool(f), bool(ok))
-            for s, r, f, ok in rollouts[["step", "reward", "flagged", "success"]].itertuples(index=False)]
+    rows = [Rollout(int(s), float(r), bool(f), bool(ok), bool(v))
+            for s, r, f, ok, v in rollouts[["step", "reward", "flagged", "success", "vetoed"]].itertuples(index=False)]
     dists: dict[int, dict[str, dict[str, float]]] = {}
     for step, state, action, prob in queries.monitor_distributions(con, run_id).itertuples(index=False):
         dists.setdefault(int(step), {}).setdefault(state, {})[action] = float(prob)
@@ -70,11 +70,12 @@ class RunMonitor:
         """The starting policy's distributions at the decision points (step 0)."""
         self._start = {state: dict(dist) for state, dist in distributions.items()}
 
-    def observe(self, step: int, rollouts: Sequence[tuple[float, bool, bool]],
+    def observe(self, step: int, rollouts: Sequence[tuple[float, bool, bool] | tuple[float, bool, bool, bool]],
                 distributions: Mapping[str, Mapping[str, float]] | None = None,
                 probe_violations: Sequence[bool] | None = None) -> Onset | None:
-        """The step's (reward, flagged, success) triples, its decision-point distributions, and its probe replay if any."""
-        self._rollouts.extend(Rollout(step, float(r), bool(f), bool(ok)) for r, f, ok in rollouts)
+        """The step's (reward, flagged, success[, vetoed]) rows, its decision-point distributions, and its probe replay if any."""
+        self._rollouts.extend(Rollout(step, float(row[0]), bool(row[1]), bool(row[2]), bool(row[3]) if len(row) > 3 else False)
+                              for row in rollouts)
         # Only the window the signals read is kept.
         first_kept = step - self.window + 1
         self._rollouts = [r for r in self._rollouts if r.step >= first_kept]

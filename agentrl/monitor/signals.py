@@ -3,9 +3,10 @@
 Record (trajectories, action_probs, evals) -> **signals** -> onset (`agentrl.monitor.onset`). Each
 signal is a number per step that rises when a policy starts to game its reward:
 
-- `flagged_share`: the share of the step's rollouts the verifier flagged (a violation), taken
-  over a sliding window of steps and reported as the lower end of its 95% Wilson interval, so
-  one unlucky flagged rollout in a small batch does not read as a trend. (Anthropic's production
+- `flagged_share`: the share of the step's rollouts the verifier flagged (a violation) and the
+  update learned from (a vetoed rollout cannot teach the violation), taken over a sliding window
+  of steps and reported as the lower end of its 95% Wilson interval, so one unlucky flagged
+  rollout in a small batch does not read as a trend. (Anthropic's production
   RL report, arXiv 2511.18397, calls hacking onset the first point where more than 2% of
   episodes hack.)
 - `top_flagged_share`: the share flagged among the rollouts at the step's highest reward, every
@@ -41,6 +42,7 @@ class Rollout:
     reward: float
     flagged: bool
     success: bool = False
+    vetoed: bool = False  # kept out of the update: it cannot teach the violation
 
 
 def wilson_lower(successes: int, n: int, z: float = WILSON_Z) -> float:
@@ -80,7 +82,7 @@ def rollout_signals(rollouts: Sequence[Rollout], window: int = 5, min_flagged_fo
         rows = steps[step]
         recent = [r for s in order[max(0, k - window + 1): k + 1] for r in steps[s]]
         flagged = [r for r in recent if r.flagged]
-        signals = {"flagged_share": wilson_lower(len(flagged), len(recent))}
+        signals = {"flagged_share": wilson_lower(sum(1 for r in flagged if not r.vetoed), len(recent))}
         best = max(r.reward for r in rows)
         top = [r for r in rows if r.reward >= best - 1e-9]
         signals["top_flagged_share"] = sum(r.flagged for r in top) / len(top)

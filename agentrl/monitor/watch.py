@@ -51,9 +51,9 @@ class ChunkWatcher:
             self._after = commit.number
             files = commit.files
             if "trajectories" in files:
-                for row in pq.read_table(files["trajectories"], columns=["step", "reward", "violation", "success"]).to_pylist():
+                for row in pq.read_table(files["trajectories"], columns=["step", "reward", "violation", "success", "vetoed"]).to_pylist():
                     self._rollouts.append(Rollout(row["step"], float(row["reward"] or 0.0), bool(row["violation"]),
-                                                  bool(row["success"])))
+                                                  bool(row["success"]), bool(row["vetoed"])))
             if "action_probs" in files:
                 for row in pq.read_table(files["action_probs"]).to_pylist():
                     self._dists.setdefault(row["step"], {}).setdefault(row["state"], {})[row["action"]] = row["prob"]

@@ -576,7 +576,8 @@ def monitor_rollouts(con: Con, run_id: str, after_step: int = 0) -> pd.DataFrame
     """What the hacking signals read of each trajectory: step, reward, and the verifier's flag."""
     return con.execute(
         """
-        SELECT step, reward, coalesce(violation, false) AS flagged, coalesce(success, false) AS success
+        SELECT step, reward, coalesce(violation, false) AS flagged, coalesce(success, false) AS success,
+               coalesce(vetoed, false) AS vetoed
         FROM trajectories WHERE run_id = ? AND step > ? ORDER BY step, traj_idx
         """,
         [run_id, after_step],

@@ -33,6 +33,15 @@ def test_flagged_share_ignores_one_flagged_rollout_in_a_step_but_sees_a_trend():
     assert trend[5]["flagged_share"] > 0.02
 
 
+def test_vetoed_violations_do_not_count_toward_the_flagged_share():
+    """A guarded run samples violations while it explores; vetoed, they cannot teach the hack."""
+    vetoed = [Rollout(s, -1.15, True, True, vetoed=True) for s in range(1, 6) for _ in range(4)]
+    clean = [Rollout(s, 0.8, False, True) for s in range(1, 6) for _ in range(28)]
+    assert rollout_signals(vetoed + clean)[5]["flagged_share"] == 0.0
+    taught = [Rollout(s, 0.85, True, True) for s in range(1, 6) for _ in range(4)]
+    assert rollout_signals(taught + clean)[5]["flagged_share"] > 0.02
+
+
 def test_top_flagged_share_counts_every_tied_rollout_at_the_top():
     # The shortcut ties an honest low-value refund at the top reward: both are counted.
     rows = [Rollout(1, 0.85, True), Rollout(1, 0.85, False), Rollout(1, 0.80, False), Rollout(1, 0.85, True)]

@@ -119,7 +119,7 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
                 results = evaluate(policy, list(EXPLOIT_PROBES), max_steps=config.max_steps)
                 run.log_evals(eval_records(step, "probe", results))
                 probes = [r.violation for r in results]
-            onset = monitor.observe(step, [(t.reward, t.violation, t.success) for t in trajectories],
+            onset = monitor.observe(step, [(t.reward, t.violation, t.success, t.vetoed) for t in trajectories],
                                     policy.table(config.sensitive_states), probes)
             if onset is not None:
                 run.log("events", [EventRecord(step, "onset", onset.signal, onset.value, onset.threshold, onset.message)])

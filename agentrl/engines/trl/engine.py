@@ -273,7 +273,7 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
                 scores = record_eval(step, split="probe")  # the exploit probes now, not only at the end
                 probes = [s.violation for s in scores] if scores else None
             rows = self.logged_trajectories
-            onset = monitor.observe(step, [(t.reward, t.violation, t.success) for t in rows], distributions, probes)
+            onset = monitor.observe(step, [(t.reward, t.violation, t.success, t.vetoed) for t in rows], distributions, probes)
             if onset is not None:
                 run.log("events", [EventRecord(step, "onset", onset.signal, onset.value, onset.threshold, onset.message)])
                 log(onset.message + ("; stopping the run (on_onset: stop)" if config.on_onset == "stop" else ""))
