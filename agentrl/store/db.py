@@ -16,6 +16,9 @@ from agentrl.paths import SCHEMAS_DIR
 from agentrl.record.rundir import DB_FILENAME
 
 
+Con = duckdb.DuckDBPyConnection  # a connection or a cursor: every query takes one
+
+
 class StoreLockedError(RuntimeError):
     """Another process (usually the dashboard) holds the database."""
 
