@@ -59,6 +59,17 @@ def describe_exit(code: int | None) -> str:
     return f"the run process exited with code {code} without a final status"
 
 
+def pair_configs(config: RunConfig) -> tuple[RunConfig, RunConfig]:
+    """The outcome-vs-guarded pair of `config`: the same settings with each scorer, named
+    `<base>-outcome` and `<base>-guarded` (a name already ending in either loses that ending)."""
+    from agentrl.config import make_config
+
+    settings = config.model_dump()
+    base = config.name.removesuffix("-outcome").removesuffix("-guarded")
+    return (make_config(**dict(settings, scorer="outcome", name=f"{base}-outcome")),
+            make_config(**dict(settings, scorer="guarded", name=f"{base}-guarded")))
+
+
 def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
     """A new run's folder: run.json (who it is), config.json, and a `queued` status.json."""
     ensure_writable(runs_dir)

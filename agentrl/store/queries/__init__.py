@@ -10,10 +10,12 @@ The functions live in one module per concept and are all importable from here
 - `curves`: one run's per-step curves and evaluations (Live);
 - `compare`: several runs at once (Compare);
 - `review`: trajectories, the gate's sample, reviews, fixtures, promotions (Review, gate, CLI);
-- `hardware`: memory and CPU samples and budgets (Hardware).
+- `hardware`: memory and CPU samples and budgets (Hardware);
+- `annotations`: run colours, tags, notes and the archived flag (every page).
 """
 
 from agentrl.store.db import Con
+from agentrl.store.queries.annotations import *  # noqa: F401,F403
 from agentrl.store.queries.compare import *  # noqa: F401,F403
 from agentrl.store.queries.curves import *  # noqa: F401,F403
 from agentrl.store.queries.hardware import *  # noqa: F401,F403

@@ -107,3 +107,23 @@ def ladder_evals(con: Con, run_id: str) -> pd.DataFrame:
         """,
         [run_id],
     ).df()
+
+
+def step_metric_names_for_runs(con: Con, run_ids: list[str]) -> list[str]:
+    """Engine-specific metric names any of the runs logged (TRL's kl, entropy, ...)."""
+    rows = con.execute(
+        "SELECT DISTINCT unnest(map_keys(metrics)) AS name FROM steps WHERE list_contains(?, run_id) ORDER BY name",
+        [list(run_ids)],
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def step_metric_for_runs(con: Con, run_ids: list[str], name: str) -> pd.DataFrame:
+    """One engine metric per step of several runs: run_id, step, value."""
+    return con.execute(
+        """
+        SELECT run_id, step, metrics[?] AS value FROM steps
+        WHERE list_contains(?, run_id) AND metrics[?] IS NOT NULL ORDER BY run_id, step
+        """,
+        [name, list(run_ids), name],
+    ).df()

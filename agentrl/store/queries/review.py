@@ -65,7 +65,7 @@ def find_trajectories(
           AND (? IS NULL OR t.duplicate_effect = ?) AND (? IS NULL OR t.eligible = ?)
           AND (? IS NULL OR t.vetoed = ?)
           AND (? IS NULL OR coalesce(v.verdict, 'unreviewed') = ?)
-        ORDER BY t.reward {order}, t.step DESC, t.traj_idx
+        ORDER BY t.reward {order}, t.violation DESC NULLS LAST, t.eligible NULLS FIRST, t.step DESC, t.traj_idx
         LIMIT ?
         """,
         [run_id, run_id, step_min, step_min, step_max, step_max, task_ids or None, task_ids or None,
@@ -84,7 +84,7 @@ def top_trajectories(con: Con, run_id: str, k: int, last_steps: int) -> pd.DataF
         LEFT JOIN ({_LATEST_VERDICT}) v USING (run_id, step, traj_idx)
         WHERE t.run_id = ?
           AND t.step > (SELECT coalesce(max(step), 0) FROM trajectories WHERE run_id = ?) - ?
-        ORDER BY t.reward DESC, t.step DESC, t.traj_idx
+        ORDER BY t.reward DESC, t.violation DESC NULLS LAST, t.eligible NULLS FIRST, t.step DESC, t.traj_idx
         LIMIT ?
         """,
         [run_id, run_id, run_id, int(last_steps), int(k)],

@@ -11,16 +11,43 @@ from agentrl.store.db import Con
 
 
 def list_runs(con: Con) -> pd.DataFrame:
-    """Every run, newest first, with the last step it reported."""
+    """Every run, newest first: its record, the last step it reported with that step's success and
+    violation rates and mean reward, its latest held-out success, its tags, note, archived flag
+    and colour index (None until the dashboard assigned one)."""
     return con.execute(
         """
         SELECT r.run_id, r.name, r.kind, r.scorer, r.status, r.created_at, r.started_at, r.ended_at,
-               coalesce(s.steps_done, 0) AS steps_done, r.total_steps, r.error
+               coalesce(s.steps_done, 0) AS steps_done, r.total_steps, r.error,
+               s.final_success, s.final_violation, s.final_reward, e.held_out_success,
+               coalesce(n.tags, []) AS tags, n.note, coalesce(n.archived, false) AS archived, c.color_index
         FROM runs r
-        LEFT JOIN (SELECT run_id, max(step) AS steps_done FROM steps GROUP BY run_id) s USING (run_id)
+        LEFT JOIN (SELECT run_id, max(step) AS steps_done, arg_max(success_rate, step) AS final_success,
+                          arg_max(violation_rate, step) AS final_violation, arg_max(mean_reward, step) AS final_reward
+                   FROM steps GROUP BY run_id) s USING (run_id)
+        LEFT JOIN (SELECT run_id, avg(success::INTEGER) AS held_out_success
+                   FROM evals e
+                   WHERE split = 'held_out' AND step = (SELECT max(step) FROM evals l
+                                                        WHERE l.run_id = e.run_id AND l.split = 'held_out')
+                   GROUP BY run_id) e USING (run_id)
+        LEFT JOIN run_notes n USING (run_id)
+        LEFT JOIN run_colors c USING (run_id)
         ORDER BY r.created_at DESC, r.run_id DESC
         """
     ).df()
+
+
+def run_version(con: Con, run_id: str) -> tuple:
+    """What changes whenever a run reports anything (status, steps, samples, evaluations): a page
+    redraws a run's charts only when this changed."""
+    row = con.execute(
+        """
+        SELECT (SELECT status FROM runs WHERE run_id = $run), (SELECT max(step) FROM steps WHERE run_id = $run),
+               (SELECT count(*) FROM hardware WHERE run_id = $run), (SELECT count(*) FROM evals WHERE run_id = $run),
+               (SELECT count(*) FROM action_probs WHERE run_id = $run)
+        """,
+        {"run": run_id},
+    ).fetchone()
+    return tuple(row)
 
 
 def get_run(con: Con, run_id: str) -> dict | None:
@@ -94,18 +121,23 @@ def runs_by_id(con: Con, run_ids: list[str]) -> pd.DataFrame:
 
 
 def newest_pair(con: Con) -> list[str]:
-    """The newest outcome run and the newest guarded run of the same kind (outcome first)."""
+    """The newest outcome/guarded pair (outcome first): two runs of the same kind whose configs
+    are equal but for name and scorer, as the Launch page's pair button starts them. Of several
+    such pairs, the newest; of equally new ones, the two started closest together. Archived runs
+    are left out; [] when there is no pair."""
     rows = con.execute(
         """
-        WITH ranked AS (
-            SELECT run_id, kind, scorer, created_at,
-                   row_number() OVER (PARTITION BY kind, scorer ORDER BY created_at DESC, run_id DESC) AS rank
-            FROM runs WHERE scorer IN ('outcome', 'guarded')
+        WITH candidates AS (
+            SELECT r.run_id, r.kind, r.scorer, r.created_at,
+                   json_merge_patch(r.config, '{"name": null, "scorer": null}') AS settings
+            FROM runs r LEFT JOIN run_notes n USING (run_id)
+            WHERE r.scorer IN ('outcome', 'guarded') AND NOT coalesce(n.archived, false)
         )
         SELECT o.run_id, g.run_id
-        FROM ranked o JOIN ranked g ON o.kind = g.kind AND o.rank = 1 AND g.rank = 1
-                                    AND o.scorer = 'outcome' AND g.scorer = 'guarded'
-        ORDER BY greatest(o.created_at, g.created_at) DESC
+        FROM candidates o JOIN candidates g
+          ON o.scorer = 'outcome' AND g.scorer = 'guarded' AND o.kind = g.kind AND o.settings = g.settings
+        ORDER BY greatest(o.created_at, g.created_at) DESC,
+                 abs(epoch(o.created_at) - epoch(g.created_at)), o.run_id DESC
         LIMIT 1
         """
     ).fetchone()
@@ -123,3 +155,44 @@ def totals_for_runs(con: Con, run_ids: list[str]) -> pd.DataFrame:
         """,
         [list(run_ids)],
     ).df()
+
+
+# Every table that holds rows a run recorded (the decisions log is not among them: reviews,
+# fixtures and promotions outlive the run they are about).
+RUN_TABLES = ("steps", "trajectories", "action_probs", "evals", "imitation_policy", "imitation_labels",
+              "hardware", "budgets", "ingested_files", "run_notes", "runs")
+
+
+def delete_run_rows(con: Con, run_id: str) -> dict[str, int]:
+    """Delete everything a run recorded from the store, in one transaction; returns rows per table.
+    Reviews, fixtures and promotions of the run stay (the decisions are an append-only log)."""
+    deleted = {}
+    cur = con.cursor()
+    try:
+        cur.execute("BEGIN TRANSACTION")
+        for table in RUN_TABLES:  # names from the constant above, never from input
+            deleted[table] = int(cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0])
+        deleted["ingest_errors"] = int(
+            cur.execute("DELETE FROM ingest_errors WHERE starts_with(path, ?)", [f"{run_id}/"]).fetchone()[0])
+        cur.execute("COMMIT")
+    except BaseException:
+        cur.execute("ROLLBACK")
+        raise
+    finally:
+        cur.close()
+    return deleted
+
+
+def past_step_seconds(con: Con, kind: str) -> float | None:
+    """Median seconds per step of this engine's finished runs, step delays excluded; None without any."""
+    row = con.execute(
+        """
+        SELECT median(s.elapsed_s / s.step - coalesce(TRY_CAST(json_extract(r.config, '$.step_delay') AS DOUBLE), 0))
+        FROM runs r
+        JOIN (SELECT run_id, arg_max(elapsed_s, step) AS elapsed_s, max(step) AS step FROM steps GROUP BY run_id) s
+          USING (run_id)
+        WHERE r.kind = ? AND r.status = 'succeeded' AND s.step > 0
+        """,
+        [kind],
+    ).fetchone()
+    return None if row is None or row[0] is None else max(0.0, float(row[0]))
