@@ -48,9 +48,10 @@ def component_color(name: str) -> str:
 
 def _whole_steps(fig: go.Figure) -> None:
     """Tick a step axis at whole steps: a short run otherwise gets ticks at 0.5."""
-    values = [v for trace in fig.data if getattr(trace, "x", None) is not None for v in trace.x
-              if isinstance(v, (int, float))]
-    if values and max(values) - min(values) <= 12:
+    values = [pd.to_numeric(pd.Series(trace.x), errors="coerce") for trace in fig.data
+              if getattr(trace, "x", None) is not None and len(trace.x)]
+    values = pd.concat(values).dropna() if values else pd.Series(dtype=float)
+    if len(values) and values.max() - values.min() <= 12:
         fig.update_xaxes(dtick=1, tick0=0)
     else:
         fig.update_xaxes(tickformat="d")

@@ -24,6 +24,11 @@ class Duration:
     def long(self) -> bool:
         return self.seconds > LONG_RUN_S
 
+    @property
+    def warning(self) -> str:
+        """One line for a long run: 'This run takes about 6:58:20.'"""
+        return f"This run takes {'about' if self.measured else 'at least'} {clock(self.seconds)}."
+
 
 def estimate(total_steps: int, step_delay: float, seconds_per_step: float | None) -> Duration:
     """The run's duration from its steps, its step delay and the measured time of a step (None: unknown)."""
