@@ -32,12 +32,12 @@ def runs_overview() -> None:
         cols = st.columns(5)
         for col, status in zip(cols, ("running", "queued", "succeeded", "failed", "cancelled")):
             col.metric(status, int(counts.get(status, 0)))
-        f1, f2, f3, f4, f5 = st.columns([3, 2, 2, 2, 1])
+        f1, f2, f3, f4, f5 = st.columns([3, 2, 2, 2, 2], vertical_alignment="bottom")
         text = f1.text_input("Search", key="q", bind="query-params", placeholder="name, id or note")
         statuses = f2.multiselect("Status", sorted(runs["status"].unique()), key="status", bind="query-params")
         kinds = f3.multiselect("Engine", sorted(runs["kind"].unique()), key="kind", bind="query-params")
         tags = f4.multiselect("Tags", runs_view.all_tags(runs), key="tag", bind="query-params")
-        archived = f5.toggle("Archived", key="archived", help="Show archived runs too.")
+        archived = f5.toggle("Show archived", key="archived", help="Archived runs are hidden from every run picker.")
         shown = runs_view.filter_runs(runs, text, statuses, kinds, tags, archived)
         colors = colors_of(shown)
         table = runs_view.runs_table(shown)
@@ -50,8 +50,8 @@ def runs_overview() -> None:
                 "final violation": st.column_config.NumberColumn(format="percent", help="Sampled violation rate of the last step."),
                 "held-out success": st.column_config.NumberColumn(format="percent", help="Latest greedy held-out evaluation."),
                 "final reward": st.column_config.NumberColumn(format="%.3f"),
-                "live": st.column_config.LinkColumn("live", display_text="Live"),
-                "review": st.column_config.LinkColumn("review", display_text="Review"),
+                "live": st.column_config.LinkColumn("live", display_text="Live", width=50),
+                "review": st.column_config.LinkColumn("review", display_text="Review", width=60),
                 "hardware": st.column_config.LinkColumn("hardware", display_text="Hardware"),
                 "created_at": st.column_config.DatetimeColumn("created (UTC)", format="YYYY-MM-DD HH:mm:ss"),
             },

@@ -78,6 +78,13 @@ def _layout(fig: go.Figure, title: str, y_title: str = "", x_title: str = "step"
     return fig
 
 
+MARKER_POINTS = 40  # a marker is an SVG node each: only short series get them
+
+
+def _few(frame) -> bool:
+    return len(frame) <= MARKER_POINTS
+
+
 def _line(x, y, name: str, color: str, width: float = 2, dash: str = "solid", markers: bool = False, **extra) -> go.Scatter:
     return go.Scatter(x=x, y=y, mode="lines+markers" if markers else "lines", name=name,
                       line={"color": color, "width": width, "dash": dash}, marker={"size": 4}, **extra)
@@ -96,7 +103,7 @@ def rate_curve(steps: pd.DataFrame, column: str, title: str, color: str) -> go.F
     fig = go.Figure()
     if not steps.empty:
         _raw_under(fig, steps, column, "step", color, title)
-        fig.add_trace(_line(steps["step"], steps[column], title, color, markers=len(steps) <= 200))
+        fig.add_trace(_line(steps["step"], steps[column], title, color, markers=_few(steps)))
     fig.update_yaxes(range=[-0.02, 1.05], tickformat=".0%")
     return _layout(fig, title, "rate of sampled rollouts")
 
@@ -125,9 +132,9 @@ def update_counts(steps: pd.DataFrame, clipped: bool = True) -> go.Figure:
     """Applied updates per step, and clipped (skipped) transitions when the run clipped any."""
     fig = go.Figure()
     if not steps.empty:
-        fig.add_trace(_line(steps["step"], steps["updates"], "updates", RUN_PALETTE[0], markers=len(steps) <= 200))
+        fig.add_trace(_line(steps["step"], steps["updates"], "updates", RUN_PALETTE[0], markers=_few(steps)))
         if clipped:
-            fig.add_trace(_line(steps["step"], steps["clipped"], "clipped", RUN_PALETTE[1], markers=len(steps) <= 200))
+            fig.add_trace(_line(steps["step"], steps["clipped"], "clipped", RUN_PALETTE[1], markers=_few(steps)))
     return _layout(fig, "Updates and clipped transitions per step" if clipped else "Updates per step", "transitions")
 
 
@@ -165,7 +172,8 @@ def memory_usage(hardware: pd.DataFrame, budget_bytes: float | None = None) -> g
     """Resident memory of the run's process tree over time, against a budget when one is known."""
     fig = go.Figure()
     if not hardware.empty:
-        fig.add_trace(_line(hardware["ts"], hardware["rss_bytes"] / 2**20, "process-tree RSS", NEUTRAL))
+        fig.add_trace(_line(hardware["ts"], hardware["rss_bytes"] / 2**20, "process-tree RSS", NEUTRAL,
+                            markers=_few(hardware)))
         if hardware["gpu_allocated_bytes"].notna().any():
             fig.add_trace(_line(hardware["ts"], hardware["gpu_allocated_bytes"] / 2**20, "GPU allocated", RUN_PALETTE[2]))
     if budget_bytes:
@@ -190,7 +198,7 @@ def _overlay(steps: pd.DataFrame, column: str, labels: dict[str, str], colors: d
         part = steps[steps["run_id"] == run_id]
         if not part.empty:
             _raw_under(fig, part, column, x, colors[run_id], labels[run_id])
-            fig.add_trace(_line(part[x], part[column], labels[run_id], colors[run_id], markers=len(part) <= 100))
+            fig.add_trace(_line(part[x], part[column], labels[run_id], colors[run_id], markers=_few(part)))
     return fig
 
 
@@ -312,7 +320,8 @@ def cpu_usage(hardware: pd.DataFrame, cores: int | None = None) -> go.Figure:
     """CPU of the run's process tree over time, in percent of one core (200 = two cores busy)."""
     fig = go.Figure()
     if not hardware.empty:
-        fig.add_trace(_line(hardware["ts"], hardware["cpu_percent"], "process-tree CPU", RUN_PALETTE[0]))
+        fig.add_trace(_line(hardware["ts"], hardware["cpu_percent"], "process-tree CPU", RUN_PALETTE[0],
+                            markers=_few(hardware)))
     if cores:
         fig.add_hline(y=100 * cores, line_dash="dot", line_color=NEUTRAL, annotation_text=f"{cores} cores")
     fig.update_yaxes(rangemode="tozero")

@@ -12,7 +12,7 @@ from agentrl.record.rundir import RunDir
 from agentrl.store import queries
 from ui.pickers import run_picker
 
-MORE_PANELS = ["Updates", "Memory", "Engine metrics"]
+MORE_PANELS = ["Policy", "Updates", "Memory", "Engine metrics"]
 
 svc = ui.page("Live")
 st.title("Live run")
@@ -79,6 +79,7 @@ def live_panel(run_id: str) -> None:
 
 def draw_charts(con, run: dict, version) -> None:
     run_id = run["run_id"]
+    throttle = ui.CHART_REFRESH_S if live.is_active(run["status"]) else 0.0  # a finished run's charts are final
     steps = ui.remembered(f"steps-{run_id}", version, lambda: queries.step_metrics(con, run_id))
     totals = ui.remembered(f"totals-{run_id}", version, lambda: queries.run_totals(con, run_id))
     states = ui.remembered(f"states-{run_id}", version, lambda: queries.sensitive_states(con, run_id))
@@ -92,7 +93,7 @@ def draw_charts(con, run: dict, version) -> None:
     m[4].metric("updates", f"{totals['updates']:,}")
 
     thin = downsample(steps)
-    figures = ui.remembered(f"figures-{run_id}", version, lambda: {
+    figures = ui.remembered(f"figures-{run_id}", version, min_age_s=throttle, build=lambda: {
         "success": charts.success_curve(thin),
         "violation": charts.violation_curve(thin),
         "vetoes": charts.veto_counts(thin) if shown.vetoes else None,
@@ -106,14 +107,17 @@ def draw_charts(con, run: dict, version) -> None:
     right.plotly_chart(figures["components"], key="components")
     if figures["vetoes"] is not None:
         left.plotly_chart(figures["vetoes"], key="vetoes")
-    if shown.action_distribution:
-        left, right = st.columns(2)
-        state = states[0] if len(states) == 1 else right.selectbox("Sensitive state", states, key="state")
-        left.plotly_chart(ui.remembered(f"dist-{run_id}-{state}", version, lambda: charts.action_distribution(
-            queries.action_distribution(con, run_id, state), state)), key="dist")
 
     # More panels on demand: each one drawn only when asked for (the page stays quick to draw).
     more = st.pills("More panels", MORE_PANELS, selection_mode="multi", key="panels", bind="query-params")
+    if "Policy" in more:
+        if not shown.action_distribution:
+            st.caption("This run records no action distribution at sensitive states.")
+        else:
+            left, right = st.columns(2)
+            state = states[0] if len(states) == 1 else right.selectbox("Sensitive state", states, key="state")
+            left.plotly_chart(ui.remembered(f"dist-{run_id}-{state}", version, min_age_s=throttle, build=lambda: (
+                charts.action_distribution(queries.action_distribution(con, run_id, state), state))), key="dist")
     if "Updates" in more:
         if figures["updates"] is None:
             st.caption("This engine applies no updates (it scores attempts only).")
@@ -121,7 +125,7 @@ def draw_charts(con, run: dict, version) -> None:
             st.plotly_chart(figures["updates"], key="updates")
     if "Memory" in more:
         budget = queries.budget_for_run(con, run_id)
-        st.plotly_chart(ui.remembered(f"memory-{run_id}", version, lambda: charts.memory_usage(
+        st.plotly_chart(ui.remembered(f"memory-{run_id}", version, min_age_s=throttle, build=lambda: charts.memory_usage(
             queries.hardware_samples(con, run_id), estimate_total(budget))), key="memory")
     if "Engine metrics" in more:
         names = queries.step_metric_names(con, run_id)

@@ -27,7 +27,8 @@ from agentrl.store import queries
 from agentrl.store.ingest import BackgroundIngest, Ingestor, StoreLockedError, connect
 
 INGEST_INTERVAL_S = 0.25
-LIVE_REFRESH_S = 1.0
+LIVE_REFRESH_S = 1.0  # progress and counters of a running run
+CHART_REFRESH_S = 3.0  # its charts, at most this often
 
 
 @dataclass
@@ -177,14 +178,19 @@ def refreshing(active: bool, interval: float = LIVE_REFRESH_S):
     return st.fragment(run_every=interval if active else None)
 
 
-def remembered(name: str, version, build):
-    """`build()`, or what it returned the last time for the same `version` in this session: a
-    refresh that finds nothing new re-sends identical charts, which the browser keeps in place."""
+def remembered(name: str, version, build, min_age_s: float = 0.0):
+    """`build()`, or what it returned the last time in this session for the same `version`: a
+    refresh that finds nothing new re-sends identical charts, which the browser keeps in place.
+    With `min_age_s`, a value is rebuilt for a new version only once it is that old: a run that
+    steps four times a second redraws its charts every few seconds, not on every refresh (a
+    browser on a busy machine could otherwise never finish drawing one set before the next)."""
     slot = st.session_state.setdefault("_remembered", {})
-    if name in slot and slot[name][0] == version:
-        return slot[name][1]
+    if name in slot:
+        seen, built_at, value = slot[name]
+        if seen == version or time.monotonic() - built_at < min_age_s:
+            return value
     value = build()
-    slot[name] = (version, value)
+    slot[name] = (version, time.monotonic(), value)
     return value
 
 

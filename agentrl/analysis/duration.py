@@ -38,5 +38,5 @@ def estimate(total_steps: int, step_delay: float, seconds_per_step: float | None
                 if delay else "unknown until a run of this engine has measured a step")
         return Duration(delay, False, text)
     seconds = delay + total_steps * seconds_per_step
-    parts = [f"{total_steps:,} steps × ({step_delay:g} s delay + {seconds_per_step:.3g} s measured per step)"]
-    return Duration(seconds, True, f"about {clock(seconds)}: " + parts[0])
+    how = f"{total_steps:,} steps × ({step_delay:g} s delay + {seconds_per_step:.3g} s per step measured in earlier runs)"
+    return Duration(seconds, True, f"about {clock(seconds)} ({how})")

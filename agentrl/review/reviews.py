@@ -106,12 +106,12 @@ def fixtures_table(con, kind: str, scorer: str) -> pd.DataFrame:
 
 
 # What a reviewer decides on, first; the rest after (a narrow table still shows the verdict).
-TRAJECTORY_COLUMNS = ("step", "traj_idx", "task_id", "reward", "verdict", "violation", "eligible", "success", "vetoed",
-                      "duplicate_effect", "updated", "reviews", "amount", "actions")
+TRAJECTORY_COLUMNS = ("step", "traj_idx", "task_id", "reward", "verdict", "violation", "eligible", "actions", "success",
+                      "vetoed", "duplicate_effect", "updated", "reviews", "amount")
 
 
 def trajectory_table(found: pd.DataFrame) -> pd.DataFrame:
     """Trajectories (from `find_trajectories` or the gate's sample) as the Review page lists them:
-    the decision's columns first, the actions as one readable line last."""
+    the decision's columns first (verdict, violation, eligible, the actions as one line)."""
     table = found.assign(actions=found["actions"].map(lambda a: " → ".join(a if a is not None else [])))
     return table[[c for c in TRAJECTORY_COLUMNS if c in table.columns]]
