@@ -15,6 +15,7 @@ st.caption(
 )
 reviewer = ui.reviewer_name()
 ui.show_flash()
+ui.watch("runs", lambda: queries.runs_version(ui.cursor()))  # new runs, steps and statuses show by themselves
 
 runs = queries.list_runs(ui.cursor())
 if runs.empty:
@@ -22,7 +23,7 @@ if runs.empty:
     st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
 
 
-@ui.refreshing(not runs.empty and runs_view.any_active(runs), interval=2.0)
+@st.fragment
 def runs_overview() -> None:
     runs = queries.list_runs(ui.cursor())
     if runs.empty:  # every run was deleted meanwhile

@@ -19,6 +19,7 @@ import zlib
 
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 
 SUCCESS = "#2e7d32"
 VIOLATION = "#c62828"
@@ -33,6 +34,11 @@ COMPONENT_COLORS = {"outcome": "#1565c0", "step_cost": "#757575", "violation_pen
                     "step_budget": "#9e9d24"}
 ACTION_ORDER = ("finish", "lookup", "request_approval", "refund")
 DASHES = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
+
+
+def fingerprint(fig: go.Figure) -> int:
+    """A checksum of the figure as the browser receives it: equal for equal charts."""
+    return zlib.crc32(pio.to_json(fig, validate=False).encode())
 
 
 def run_color(index, run_id: str | None = None) -> str:

@@ -43,19 +43,18 @@ started_active = live.is_active(runs.set_index("run_id").at[run_id, "status"])
 
 
 @ui.refreshing(started_active)
-def live_panel(run_id: str) -> None:
+def live_header(run_id: str) -> None:
+    """Progress, phase and counters: every second while the run is active."""
     con = ui.cursor()
     run = queries.get_run(con, run_id)
     if run is None:
         st.warning("This run is not in the store yet; it appears within a second of starting.")
         return
-    version = queries.run_version(con, run_id)
     prog = queries.progress(con, run_id)
     status = prog["status"]
-    log_tail = RunDir(svc.runs_dir / run_id).tail_log(15)
+    log_tail = RunDir(svc.runs_dir / run_id).tail_log(1)
     run_phase = live.phase(run, prog, log_tail[-1] if log_tail else None)
-
-    with ui.steady("steady-live"):
+    with ui.steady("steady-live-header"):
         header, action = st.columns([5, 1])
         header.progress(prog["done"] / prog["total"] if prog["total"] else 0.0, text=live.progress_text(prog, run_phase))
         # Always drawn (disabled once the run ended) so the layout stays put between refreshes.
@@ -70,30 +69,41 @@ def live_panel(run_id: str) -> None:
             st.info(run_phase.text, icon=":material/hourglass_top:")
             st.caption("Charts appear with the first step.")
         else:
-            draw_charts(con, run, version)
-        with st.expander("Last log lines", expanded=status == "failed" or run_phase.name == "starting"):
-            st.code("\n".join(log_tail) or "(no output yet)", language="text")
+            totals = queries.run_totals(con, run_id)
+            rates = live.last_rates(queries.step_metrics(con, run_id).tail(1))
+            m = st.columns(5)
+            m[0].metric("success (last step)", rates["success"])
+            m[1].metric("violation (last step)", rates["violation"])
+            m[2].metric("vetoed rollouts", totals["vetoed_rollouts"])
+            m[3].metric("vetoed updates (audit)", totals["vetoed_updates"], help="Vetoed trajectories that received an update. Must stay 0.")
+            m[4].metric("updates", f"{totals['updates']:,}")
     if started_active and not live.is_active(status):
         st.rerun(scope="app")  # the run just ended: redraw once, without the refresh
 
 
+@ui.refreshing(started_active, ui.CHART_REFRESH_S)
+def live_charts(run_id: str) -> None:
+    """The charts: redrawn only when the run reported something new, at most every few seconds
+    (a browser on a busy machine could otherwise never finish drawing one set before the next)."""
+    con = ui.cursor()
+    run = queries.get_run(con, run_id)
+    if run is None:
+        return
+    version = queries.run_version(con, run_id)
+    with ui.steady("steady-live-charts"):
+        if version[1] is not None:  # a step has been reported
+            draw_charts(con, run, version)
+        with st.expander("Last log lines", expanded=run["status"] == "failed" or version[1] is None):
+            st.code("\n".join(RunDir(svc.runs_dir / run_id).tail_log(15)) or "(no output yet)", language="text")
+
+
 def draw_charts(con, run: dict, version) -> None:
     run_id = run["run_id"]
-    throttle = ui.CHART_REFRESH_S if live.is_active(run["status"]) else 0.0  # a finished run's charts are final
     steps = ui.remembered(f"steps-{run_id}", version, lambda: queries.step_metrics(con, run_id))
-    totals = ui.remembered(f"totals-{run_id}", version, lambda: queries.run_totals(con, run_id))
     states = ui.remembered(f"states-{run_id}", version, lambda: queries.sensitive_states(con, run_id))
     shown = live.panels(run["kind"], steps, states)
-    rates = live.last_rates(steps)
-    m = st.columns(5)
-    m[0].metric("success (last step)", rates["success"])
-    m[1].metric("violation (last step)", rates["violation"])
-    m[2].metric("vetoed rollouts", totals["vetoed_rollouts"])
-    m[3].metric("vetoed updates (audit)", totals["vetoed_updates"], help="Vetoed trajectories that received an update. Must stay 0.")
-    m[4].metric("updates", f"{totals['updates']:,}")
-
     thin = downsample(steps)
-    figures = ui.remembered(f"figures-{run_id}", version, min_age_s=throttle, build=lambda: {
+    figures = ui.remembered(f"figures-{run_id}", version, build=lambda: {
         "success": charts.success_curve(thin),
         "violation": charts.violation_curve(thin),
         "vetoes": charts.veto_counts(thin) if shown.vetoes else None,
@@ -101,12 +111,12 @@ def draw_charts(con, run: dict, version) -> None:
         "updates": charts.update_counts(thin, clipped=shown.clipped) if shown.updates else None,
     })
     left, right = st.columns(2)
-    left.plotly_chart(figures["success"], key="success")
-    right.plotly_chart(figures["violation"], key="violation")
+    ui.chart(figures["success"], "success", left)
+    ui.chart(figures["violation"], "violation", right)
     left, right = st.columns(2)
-    right.plotly_chart(figures["components"], key="components")
+    ui.chart(figures["components"], "components", right)
     if figures["vetoes"] is not None:
-        left.plotly_chart(figures["vetoes"], key="vetoes")
+        ui.chart(figures["vetoes"], "vetoes", left)
 
     # More panels on demand: each one drawn only when asked for (the page stays quick to draw).
     more = st.pills("More panels", MORE_PANELS, selection_mode="multi", key="panels", bind="query-params")
@@ -116,17 +126,17 @@ def draw_charts(con, run: dict, version) -> None:
         else:
             left, right = st.columns(2)
             state = states[0] if len(states) == 1 else right.selectbox("Sensitive state", states, key="state")
-            left.plotly_chart(ui.remembered(f"dist-{run_id}-{state}", version, min_age_s=throttle, build=lambda: (
-                charts.action_distribution(queries.action_distribution(con, run_id, state), state))), key="dist")
+            ui.chart(ui.remembered(f"dist-{run_id}-{state}", version, build=lambda: (
+                charts.action_distribution(queries.action_distribution(con, run_id, state), state))), "dist", left)
     if "Updates" in more:
         if figures["updates"] is None:
             st.caption("This engine applies no updates (it scores attempts only).")
         else:
-            st.plotly_chart(figures["updates"], key="updates")
+            ui.chart(figures["updates"], "updates")
     if "Memory" in more:
         budget = queries.budget_for_run(con, run_id)
-        st.plotly_chart(ui.remembered(f"memory-{run_id}", version, min_age_s=throttle, build=lambda: charts.memory_usage(
-            queries.hardware_samples(con, run_id), estimate_total(budget))), key="memory")
+        ui.chart(ui.remembered(f"memory-{run_id}", version, build=lambda: charts.memory_usage(
+            queries.hardware_samples(con, run_id), estimate_total(budget))), "memory")
     if "Engine metrics" in more:
         names = queries.step_metric_names(con, run_id)
         if not names:
@@ -136,10 +146,12 @@ def draw_charts(con, run: dict, version) -> None:
             chosen = c1.multiselect("Engine metrics", names, default=live.preferred_metrics(names), key=f"metrics-{run_id}")
             weight = c2.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key="smoothing", help="Exponential moving average, as in W&B.")
             log_y = c3.toggle("Log scale", key="log-y")
-            st.plotly_chart(ui.remembered(f"metrics-{run_id}", (version, tuple(chosen), weight, log_y), lambda: charts.metric_curves(
+            options = (version, tuple(chosen), weight, log_y)
+            ui.chart(ui.remembered(f"metrics-{run_id}", options, lambda: charts.metric_curves(
                 smooth(downsample(queries.step_metric_series(con, run_id, chosen), by="name"), "value", weight, by="name"),
-                log_y=log_y)), key="metrics")
+                log_y=log_y)), "metrics")
 
 
 with ui.shown_errors("draw the live run"):
-    live_panel(run_id)
+    live_header(run_id)
+    live_charts(run_id)

@@ -31,7 +31,7 @@ VIEWS = ["Rates", "Action distribution", "Vetoes and clipping", "Reward componen
          "Imitation ladder", "Throughput"]
 
 
-@ui.refreshing(active)
+@ui.refreshing(active, ui.CHART_REFRESH_S)
 def comparison(picked: list[str]) -> None:
     con = ui.cursor()
     version = tuple(queries.run_version(con, r) for r in picked)
@@ -62,10 +62,10 @@ def draw_rates(con, picked, version, steps) -> None:
     weight, _ = smoothing_controls("rates")
     thin = downsample(steps, by="run_id")
     left, right = st.columns(2)
-    left.plotly_chart(charts.rate_overlay(smooth(thin, "success_rate", weight, by="run_id"), "success_rate", "Success rate",
-                                          labels, colors), key="success")
-    right.plotly_chart(charts.rate_overlay(smooth(thin, "violation_rate", weight, by="run_id"), "violation_rate",
-                                           "Violation rate", labels, colors), key="violation")
+    ui.chart(charts.rate_overlay(smooth(thin, "success_rate", weight, by="run_id"), "success_rate", "Success rate",
+                                 labels, colors), "success", left)
+    ui.chart(charts.rate_overlay(smooth(thin, "violation_rate", weight, by="run_id"), "violation_rate",
+                                 "Violation rate", labels, colors), "violation", right)
 
 
 def draw_distributions(con, picked, version, steps) -> None:
@@ -85,35 +85,34 @@ def draw_distributions(con, picked, version, steps) -> None:
                      help="0 is the starting (cloned) policy. Starts at the last step every picked run has reached.")
     at_step = history[history["step"] == step]
     left, right = st.columns(2)
-    left.plotly_chart(charts.action_bars_by_run(at_step, state, step, labels, colors), key="bars")
+    ui.chart(charts.action_bars_by_run(at_step, state, step, labels, colors), "bars", left)
     diff = compare.action_difference(at_step, a_run, b_run, labels, step)
     if diff.missing:
         right.info(f"No difference at step {step}: {diff.missing}")
     else:
-        right.plotly_chart(charts.action_difference(diff.frame, state, step, f"{labels[b_run]} − {labels[a_run]}"), key="diff")
+        ui.chart(charts.action_difference(diff.frame, state, step, f"{labels[b_run]} − {labels[a_run]}"), "diff", right)
     cols = st.columns(min(len(picked), 3))
     for i, run_id in enumerate(picked):
         part = history[history["run_id"] == run_id]
-        cols[i % len(cols)].plotly_chart(charts.action_drift_heatmap(part, state, labels[run_id]), key=f"drift-{i}")
+        ui.chart(charts.action_drift_heatmap(part, state, labels[run_id]), f"drift-{i}", cols[i % len(cols)])
 
 
 def draw_vetoes(con, picked, version, steps) -> None:
     thin = downsample(steps, by="run_id")
     left, right = st.columns(2)
-    left.plotly_chart(charts.count_overlay(thin, "vetoed", "Vetoed rollouts per step", labels, colors), key="vetoed")
-    right.plotly_chart(charts.count_overlay(thin, "vetoed_updates", "Vetoed updates per step (audit, must be 0)", labels,
-                                            colors), key="vetoed-updates")
+    ui.chart(charts.count_overlay(thin, "vetoed", "Vetoed rollouts per step", labels, colors), "vetoed", left)
+    ui.chart(charts.count_overlay(thin, "vetoed_updates", "Vetoed updates per step (audit, must be 0)", labels,
+                                  colors), "vetoed-updates", right)
     clipped = queries.clipped_by_epoch_for_runs(con, picked)
     if clipped.empty or not (clipped["clipped"] > 0).any():
         st.caption("No picked run clipped a transition.")
     else:
-        st.plotly_chart(charts.clipped_by_epoch_bars(clipped, labels, colors), key="clipped")
+        ui.chart(charts.clipped_by_epoch_bars(clipped, labels, colors), "clipped")
 
 
 def draw_components(con, picked, version, steps) -> None:
     components = ui.remembered("compare-components", version, lambda: queries.reward_components_for_runs(con, picked))
-    st.plotly_chart(charts.components_overlay(downsample(components, by=["run_id", "component"]), labels, colors),
-                    key="components")
+    ui.chart(charts.components_overlay(downsample(components, by=["run_id", "component"]), labels, colors), "components")
 
 
 def draw_metrics(con, picked, version, steps) -> None:
@@ -125,8 +124,7 @@ def draw_metrics(con, picked, version, steps) -> None:
                         bind="query-params")
     weight, log_y = smoothing_controls("metric")
     series = downsample(queries.step_metric_for_runs(con, picked, name), by="run_id")
-    st.plotly_chart(charts.metric_overlay(smooth(series, "value", weight, by="run_id"), name, labels, colors, log_y=log_y),
-                    key="metric-chart")
+    ui.chart(charts.metric_overlay(smooth(series, "value", weight, by="run_id"), name, labels, colors, log_y=log_y), "metric-chart")
 
 
 def draw_held_out(con, picked, version, steps) -> None:
@@ -161,7 +159,7 @@ def draw_ladder(con, picked, version, steps) -> None:
 def draw_throughput(con, picked, version, steps) -> None:
     totals = queries.totals_for_runs(con, picked)
     left, right = st.columns([3, 2])
-    left.plotly_chart(charts.throughput_model(compare.throughput_curves(totals), labels, colors), key="throughput")
+    ui.chart(charts.throughput_model(compare.throughput_curves(totals), labels, colors), "throughput", left)
     with right:
         st.caption("SPEC section 9: environment step 0.300 s, sampling 0.030 s, update 0.002 s per event; "
                    "a model from each run's own totals, not a measurement.")

@@ -47,7 +47,7 @@ def decide(action, message: str) -> None:
 
 def open_trajectory(run_id: str, keys: list[str], descriptions: dict[str, str], table_rows: list[int]) -> str:
     """The trajectory to show: a row just picked in the table, else the one already open, else the
-    URL's (`?traj=STEP/IDX`, even outside the filtered list), else the first listed."""
+    URL's (`?traj=STEP/IDX`, shown even outside the list until the filters change), else the first listed."""
     picked = keys[table_rows[0]] if table_rows else None
     if picked and picked != st.session_state.get("_table-pick"):
         st.session_state["_table-pick"] = picked
@@ -59,9 +59,9 @@ def open_trajectory(run_id: str, keys: list[str], descriptions: dict[str, str], 
             st.warning(f"Run `{run_id}` has no trajectory `{st.query_params.get('traj')}` (step/index); "
                        "showing the first one listed.")
         st.session_state["open-trajectory"] = st.query_params.get("traj") if exists else keys[0]
-        st.session_state["_linked"] = st.session_state["open-trajectory"]
+        st.session_state["_linked"] = (st.session_state["open-trajectory"], keys)
     current = st.session_state["open-trajectory"]
-    if current not in keys and current != st.session_state.get("_linked"):
+    if current not in keys and st.session_state.get("_linked") != (current, keys):
         current = st.session_state["open-trajectory"] = keys[0]  # filtered out: open the first listed
     options = keys if current in keys else [current] + keys
     opened = st.selectbox("Open trajectory", options, key="open-trajectory",

@@ -35,7 +35,7 @@ run_id = run_picker(runs, queries.default_live_run(ui.cursor()))
 active = is_active(runs.set_index("run_id").at[run_id, "status"])
 
 
-@ui.refreshing(active, ui.LIVE_REFRESH_S * 2)
+@ui.refreshing(active, ui.CHART_REFRESH_S)
 def hardware_panel(run_id: str) -> None:
     con = ui.cursor()
     version = queries.run_version(con, run_id)
@@ -51,15 +51,14 @@ def hardware_panel(run_id: str) -> None:
         n[3].metric("samples", memory.samples)
         thin = downsample(samples)
         left, right = st.columns(2)
-        left.plotly_chart(ui.remembered(f"hw-mem-{run_id}", version, lambda: charts.memory_usage(thin, hw.estimate_total(budget))),
-                          key="memory")
-        right.plotly_chart(ui.remembered(f"hw-cpu-{run_id}", version, lambda: charts.cpu_usage(thin, hw.cores())), key="cpu")
+        ui.chart(ui.remembered(f"hw-mem-{run_id}", version, lambda: charts.memory_usage(thin, hw.estimate_total(budget))), "memory", left)
+        ui.chart(ui.remembered(f"hw-cpu-{run_id}", version, lambda: charts.cpu_usage(thin, hw.cores())), "cpu", right)
         if budget.empty:
             st.caption("This run recorded no memory budget (tabular runs need none; language-model runs record "
                        "their estimate at start and their measured peak at the end).")
         else:
             left, right = st.columns([3, 2])
-            left.plotly_chart(charts.budget_against_measured(budget), key="budget")
+            ui.chart(charts.budget_against_measured(budget), "budget", left)
             with right:
                 ui.table(hw.budget_table(budget), key=f"budget-{run_id}", name=f"{run_id}-budget")
         status = version[0]

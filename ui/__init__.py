@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 import streamlit as st
 
+from agentrl import charts
 from agentrl.analysis.hardware import CpuMeter
 from agentrl.launcher import Launcher
 from agentrl.record.rundir import RunsDirError, default_runs_dir, ensure_writable
@@ -28,7 +29,7 @@ from agentrl.store.ingest import BackgroundIngest, Ingestor, StoreLockedError, c
 
 INGEST_INTERVAL_S = 0.25
 LIVE_REFRESH_S = 1.0  # progress and counters of a running run
-CHART_REFRESH_S = 3.0  # its charts, at most this often
+CHART_REFRESH_S = 3.0  # its charts: a browser on a busy machine needs seconds to draw a set
 
 
 @dataclass
@@ -98,7 +99,8 @@ def page(title: str) -> Services | None:
         return None
     # A panel that refreshes itself every second must not dim while it does (Streamlit fades a
     # stale element after half a second): panels drawn inside `steady()` never fade.
-    st.html("<style>.st-key-steady [data-stale='true'] { opacity: 1 !important; transition: none !important; }</style>")
+    st.html("<style>[class*='st-key-steady'] [data-stale='true'], [data-stale='true']:has([class*='st-key-steady'])"
+            " { opacity: 1 !important; transition: none !important; }</style>")
     with st.sidebar:
         st.caption(f"Runs directory: `{svc.runs_dir}`")
         if svc.loop.last_error:
@@ -178,31 +180,43 @@ def refreshing(active: bool, interval: float = LIVE_REFRESH_S):
     return st.fragment(run_every=interval if active else None)
 
 
-def remembered(name: str, version, build, min_age_s: float = 0.0):
+def remembered(name: str, version, build):
     """`build()`, or what it returned the last time in this session for the same `version`: a
-    refresh that finds nothing new re-sends identical charts, which the browser keeps in place.
-    With `min_age_s`, a value is rebuilt for a new version only once it is that old: a run that
-    steps four times a second redraws its charts every few seconds, not on every refresh (a
-    browser on a busy machine could otherwise never finish drawing one set before the next)."""
+    refresh that finds nothing new re-sends identical charts, which the browser keeps in place
+    (a chart whose figure changed is drawn anew)."""
     slot = st.session_state.setdefault("_remembered", {})
-    if name in slot:
-        seen, built_at, value = slot[name]
-        if seen == version or time.monotonic() - built_at < min_age_s:
-            return value
+    if name in slot and slot[name][0] == version:
+        return slot[name][1]
     value = build()
-    slot[name] = (version, time.monotonic(), value)
+    slot[name] = (version, value)
     return value
 
 
-def watch_decisions(interval: float = 2.0) -> None:
-    """Redraw the page when anyone, in any browser session, records a decision (a review, a
-    fixture, a promotion, a run note): a cheap query every `interval` seconds. Call it before
-    the page handles its own buttons, so this session's own decisions do not redraw it twice."""
-    st.session_state["_decisions_version"] = queries.decisions_version(cursor())  # the page as drawn now
+def chart(figure, key: str, where=None) -> None:
+    """`st.plotly_chart` for a panel that refreshes itself. Streamlit names a chart by its figure,
+    so a chart with new data is a new element; replaced in place inside a fragment, the old one
+    was kept hidden in the page (one more per refresh, until the next full run). In a container
+    named by the figure's fingerprint, the whole container is replaced instead and nothing is
+    left behind; an unchanged figure keeps its container and its chart, untouched."""
+    with (where or st).container(key=f"{key}-{charts.fingerprint(figure):08x}"):
+        st.plotly_chart(figure, key=key)
+
+
+def watch(name: str, version, interval: float = 2.0) -> None:
+    """Redraw the whole page when `version()` changes, checked every `interval` seconds by a
+    cheap query: another person's decision, a run that started, stepped or ended. Call it before
+    the page handles its own buttons, so this session's own changes do not redraw it twice."""
+    slot = f"_watch-{name}"
+    st.session_state[slot] = version()  # the page as drawn now
 
     @st.fragment(run_every=interval)
     def _watch() -> None:
-        if queries.decisions_version(cursor()) != st.session_state.get("_decisions_version"):
+        if version() != st.session_state.get(slot):
             st.rerun(scope="app")
 
     _watch()
+
+
+def watch_decisions(interval: float = 2.0) -> None:
+    """Redraw when anyone, in any browser session, records a review, a fixture, a promotion or a run note."""
+    watch("decisions", lambda: queries.decisions_version(cursor()), interval)

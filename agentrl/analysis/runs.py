@@ -10,8 +10,6 @@ from urllib.parse import urlencode
 
 import pandas as pd
 
-from agentrl.analysis.live import is_active
-
 
 def all_tags(runs: pd.DataFrame) -> list[str]:
     """Every tag any of the runs carries, sorted."""
@@ -68,6 +66,3 @@ def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
     })
     return table.reset_index(drop=True)
 
-
-def any_active(runs: pd.DataFrame) -> bool:
-    return bool(runs["status"].map(is_active).any())

@@ -26,7 +26,6 @@ def test_filters_combine_and_archived_runs_are_hidden_unless_asked():
     assert runs_view.filter_runs(runs, tags=["pair"])["run_id"].tolist() == ["r2"]
     assert runs_view.filter_runs(runs, statuses=["succeeded"], kinds=["tabular"])["run_id"].tolist() == ["r1"]
     assert runs_view.all_tags(runs) == ["pair", "spec"]
-    assert runs_view.any_active(runs) and not runs_view.any_active(runs.iloc[[0, 2]])
 
 
 def test_runs_table_has_final_figures_and_a_link_to_each_page_of_the_run():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from browsing import CHROMIUM, CHROMIUM_ARGS, running_dashboard
 
 from agentrl.config import load_preset
 from agentrl.engines.tabular.engine import run_tabular
@@ -90,3 +92,39 @@ def add_run(runs_dir: Path, run_id: str, kind: str, scorer: str = "guarded", ste
         con.execute("INSERT INTO evals VALUES (?, ?, 'held_out', 'eval-high', ['lookup', 'refund'], true, true)", [run_id, steps])
     finally:
         con.close()
+
+
+# --- Browser tests (real Chromium against `streamlit run app.py`) ------------------------------
+
+
+@pytest.fixture
+def dashboard(tmp_path):
+    """The dashboard as `make run` starts it, on its own (empty) runs directory and port."""
+    runs_dir = tmp_path / "runs"
+    with running_dashboard(tmp_path, runs_dir) as base_url:
+        yield base_url, runs_dir
+
+
+@pytest.fixture
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/ensure-chromium.sh (make test does)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, tmp_path):
+    """A browser tab that leaves a screenshot behind when its test fails."""
+    tab = browser.new_page(viewport={"width": 1400, "height": 1800})
+    tab.external_requests = []
+    tab.on("request", lambda request: None if request.url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:"))
+           else tab.external_requests.append(request.url))
+    yield tab
+    tab.screenshot(path=str(tmp_path / "last.png"), full_page=True)

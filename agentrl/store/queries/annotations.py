@@ -64,3 +64,15 @@ def decisions_version(con: Con) -> tuple:
     ).fetchone()
     return tuple(row)
 
+
+
+def runs_version(con: Con) -> tuple:
+    """Changes whenever a run appears, steps, changes status or is annotated: the runs overview
+    redraws when it changed."""
+    row = con.execute(
+        """
+        SELECT (SELECT count(*) FROM runs), (SELECT string_agg(status, ',' ORDER BY run_id) FROM runs),
+               (SELECT count(*) FROM steps), (SELECT max(updated_at) FROM run_notes)
+        """
+    ).fetchone()
+    return tuple(row)
