@@ -13,8 +13,9 @@ A page counts as rendered when its title is shown, the script run it started has
 (`data-test-script-state` turned "notRunning" after the navigation), no skeleton is left, every visible plotly chart has drawn
 its SVG and every visible table its canvas. Each figure is the median of `--repeat` measurements after one
 warm-up visit per page; the targets are 1 s after sidebar navigation and 2 s in a fresh tab. The
-last row is an empty Streamlit page (a title only) measured the same way while the run trains:
-what any page costs on this machine at that moment, before it draws anything of its own.
+last rows are an empty Streamlit page (a title only) and one with a single small plotly chart,
+measured the same way while the run trains: what any page, and any page with a chart, costs on
+this machine at that moment, before it draws anything of its own.
 
     .venv/bin/python benchmarks/page_speed.py [--repeat 3] [--lm] [--keep DIR]
 """
@@ -160,11 +161,17 @@ st.title("Floor")
 FLOOR_PAGE = """import streamlit as st
 st.title("Other")
 """
+# The same with one small plotly chart: Streamlit loads plotly.js (4.7 MB) for the first chart of a tab.
+FLOOR_CHART_PAGE = """import plotly.graph_objects as go
+import streamlit as st
+st.title("Chart")
+st.plotly_chart(go.Figure(go.Scatter(x=list(range(30)), y=[i % 7 for i in range(30)], mode="lines")))
+"""
 
 
-def floor(repeat: int) -> tuple[float, float]:
-    """An empty Streamlit page (a title, nothing else) measured the same way: what any page costs
-    on this machine now, whatever it draws."""
+def floor(repeat: int) -> dict[str, tuple[float, float]]:
+    """An empty Streamlit page (a title, nothing else) and one with a single small plotly chart,
+    measured the same way: what any page, and any page with a chart, costs on this machine now."""
     import subprocess as sp
 
     from local_dashboard import free_port
@@ -174,6 +181,7 @@ def floor(repeat: int) -> tuple[float, float]:
     (folder / "pages").mkdir()
     (folder / "app.py").write_text(FLOOR_APP)
     (folder / "pages" / "1_Other.py").write_text(FLOOR_PAGE)
+    (folder / "pages" / "2_Chart.py").write_text(FLOOR_CHART_PAGE)
     shutil.copytree(ROOT / ".streamlit", folder / ".streamlit")
     port = free_port()
     server = sp.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)], cwd=folder,
@@ -195,20 +203,24 @@ def floor(repeat: int) -> tuple[float, float]:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             context.add_init_script(IDLE_RECORDER_JS)
-            fresh_tab(context, f"{base}/", "Floor")
-            fresh = [fresh_tab(context, f"{base}/", "Floor") for _ in range(repeat)]
-            page = context.new_page()
-            side = []
-            for _ in range(repeat):
-                page.goto(f"{base}/")
-                wait_rendered(page, "Floor", time.perf_counter())
-                time.sleep(0.5)
-                since = page.evaluate("performance.now()")
-                started = time.perf_counter()
-                page.locator('[data-testid="stSidebarNav"] a', has_text="Other").first.click()
-                side.append(wait_rendered(page, "Other", started, since))
+            found = {}
+            for path, title in (("Other", "Other"), ("Chart", "Chart")):
+                fresh_tab(context, f"{base}/{path}", title)
+                fresh = [fresh_tab(context, f"{base}/{path}", title) for _ in range(repeat)]
+                page = context.new_page()
+                side = []
+                for _ in range(repeat):
+                    page.goto(f"{base}/")
+                    wait_rendered(page, "Floor", time.perf_counter())
+                    time.sleep(0.5)
+                    since = page.evaluate("performance.now()")
+                    started = time.perf_counter()
+                    page.locator('[data-testid="stSidebarNav"] a', has_text=path).first.click()
+                    side.append(wait_rendered(page, title, started, since))
+                page.close()
+                found[path] = (statistics.median(side), statistics.median(fresh))
             browser.close()
-        return statistics.median(side), statistics.median(fresh)
+        return found
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -248,12 +260,12 @@ def main() -> int:
                         results[label]["fresh"].append(fresh_tab(context, f"{base_url}/{path}", title))
                         results[label].setdefault("fresh_script", []).append(SCRIPT_DONE[-1])
                 browser.close()
+            floors = floor(args.repeat)  # while the run still trains
     finally:
         if trainer is not None:
             trainer.kill()
             trainer.wait()
     kind = "language-model" if args.lm else "tabular"
-    floor_side, floor_fresh = floor(args.repeat)
     print(f"Page render time, median of {args.repeat} (one {kind} run training; targets "
           f"{SIDEBAR_TARGET_S:.0f} s from the sidebar, {FRESH_TARGET_S:.0f} s in a fresh tab)")
     print(f"{'page':<10} {'sidebar s':>10} {'fresh tab s':>12}  all sidebar / all fresh  "
@@ -268,7 +280,8 @@ def main() -> int:
               f"{' '.join(f'{v:.2f}' for v in results[label]['fresh'])}  "
               f"({statistics.median(results[label]['sidebar_script']):.2f}, {statistics.median(results[label]['fresh_script']):.2f})"
               f"{mark}")
-    print(f"{'(empty)':<10} {floor_side:>10.2f} {floor_fresh:>12.2f}  an empty Streamlit page on this machine now")
+    print(f"{'(empty)':<10} {floors['Other'][0]:>10.2f} {floors['Other'][1]:>12.2f}  an empty Streamlit page on this machine now")
+    print(f"{'(1 chart)':<10} {floors['Chart'][0]:>10.2f} {floors['Chart'][1]:>12.2f}  the same with one small plotly chart")
     (workdir / "page_speed.json").write_text(json.dumps(results, indent=2))
     ok = worst["sidebar"] <= SIDEBAR_TARGET_S and worst["fresh"] <= FRESH_TARGET_S
     print("all pages within target" if ok else "some pages over target")
