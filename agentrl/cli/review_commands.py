@@ -224,16 +224,25 @@ def cmd_review_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _decide(args: argparse.Namespace, decision) -> object:
+    """Run `decision(con, runs_dir)` on the store for a known run; a refused decision (a rule of
+    the Review page) is one line and exit status 2."""
+    from agentrl.review import gate, reviews
+
+    with _store(args) as (con, runs_dir):
+        _known_run(con, args.run_id)
+        try:
+            return decision(con, runs_dir)
+        except (reviews.ReviewError, gate.GateError) as error:
+            raise UsageError(str(error)) from None
+
+
 def cmd_review_decide(args: argparse.Namespace) -> int:
     from agentrl.review import reviews
 
     step, idx = _key(args.trajectory)
-    with _store(args) as (con, _):
-        _known_run(con, args.run_id)
-        try:
-            review_id = reviews.record_review(con, args.run_id, step, idx, args.verdict, args.reviewer, args.note)
-        except reviews.ReviewError as error:
-            raise UsageError(str(error)) from None
+    review_id = _decide(args, lambda con, _: reviews.record_review(con, args.run_id, step, idx, args.verdict,
+                                                                    args.reviewer, args.note))
     done = {"approve": "approved", "reject": "rejected"}[args.verdict]
     print(f"{done} step {step} #{idx} of {args.run_id} (review {review_id}, by {args.reviewer})")
     return 0
@@ -243,12 +252,7 @@ def cmd_review_fixture(args: argparse.Namespace) -> int:
     from agentrl.review import reviews
 
     step, idx = _key(args.trajectory)
-    with _store(args) as (con, _):
-        _known_run(con, args.run_id)
-        try:
-            fixture_id = reviews.mark_exploit(con, args.run_id, step, idx, args.reviewer, args.note)
-        except reviews.ReviewError as error:
-            raise UsageError(str(error)) from None
+    fixture_id = _decide(args, lambda con, _: reviews.mark_exploit(con, args.run_id, step, idx, args.reviewer, args.note))
     print(f"stored exploit fixture {fixture_id} from step {step} #{idx} of {args.run_id}")
     return 0
 
@@ -256,24 +260,16 @@ def cmd_review_fixture(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     from agentrl.review import gate
 
-    with _store(args) as (con, runs_dir):
-        _known_run(con, args.run_id)
-        try:
-            promotion_id = gate.promote(con, runs_dir, args.run_id, args.by, _settings(args), args.override)
-        except gate.GateError as error:
-            raise UsageError(str(error)) from None
-    print(f"promoted {args.run_id} (record {promotion_id}); bundle in {runs_dir / args.run_id / gate.BUNDLE_DIR}")
+    settings = _settings(args)
+    promotion_id = _decide(args, lambda con, runs_dir: gate.promote(con, runs_dir, args.run_id, args.by, settings,
+                                                                    args.override))
+    print(f"promoted {args.run_id} (record {promotion_id}); bundle in {runs_dir_of(args) / args.run_id / gate.BUNDLE_DIR}")
     return 0
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
     from agentrl.review import gate
 
-    with _store(args) as (con, _):
-        _known_run(con, args.run_id)
-        try:
-            promotion_id = gate.rollback(con, args.run_id, args.by, args.reason)
-        except gate.GateError as error:
-            raise UsageError(str(error)) from None
+    promotion_id = _decide(args, lambda con, _: gate.rollback(con, args.run_id, args.by, args.reason))
     print(f"rolled back {args.run_id} (record {promotion_id})")
     return 0

@@ -7,6 +7,7 @@ in one line (`StoreLockedError`).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -50,3 +51,18 @@ def connect(runs_dir: Path, wait_s: float = 5.0) -> duckdb.DuckDBPyConnection:
             time.sleep(0.1)
     apply_schema(con)
     return con
+
+
+@contextlib.contextmanager
+def transaction(con: Con):
+    """A cursor of `con` inside one transaction: committed at the end, rolled back on any error."""
+    cur = con.cursor()
+    try:
+        cur.execute("BEGIN TRANSACTION")
+        yield cur
+        cur.execute("COMMIT")
+    except BaseException:
+        cur.execute("ROLLBACK")
+        raise
+    finally:
+        cur.close()

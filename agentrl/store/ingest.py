@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from agentrl.record.chunks import chunk_files
 from agentrl.record.schema import CHUNK_TABLES, TABLE_SCHEMAS
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
-from agentrl.store.db import StoreLockedError, connect  # noqa: F401 - StoreLockedError is re-exported for callers
+from agentrl.store.db import StoreLockedError, connect, transaction  # noqa: F401 - StoreLockedError is re-exported for callers
 
 MAX_FILES_PER_TRANSACTION = 2000  # bounds one ingest tick's latency when a backlog builds up
 
@@ -203,9 +203,7 @@ class Ingestor:
                 "ingested_at": pa.array([now] * len(loaded), type=pa.timestamp("us")),
             }
         )
-        cur = self.con.cursor()
-        try:
-            cur.execute("BEGIN TRANSACTION")
+        with transaction(self.con) as cur:
             for table, parts in by_table.items():
                 chunk = pa.concat_tables(parts)
                 cur.register("chunk_rows", chunk)
@@ -215,12 +213,6 @@ class Ingestor:
             cur.register("ledger_rows", ledger)
             cur.execute("INSERT INTO ingested_files BY NAME SELECT * FROM ledger_rows")
             cur.unregister("ledger_rows")
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        finally:
-            cur.close()
         self._taken.update(key for key, *_ in loaded)
 
 

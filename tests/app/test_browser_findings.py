@@ -4,6 +4,7 @@ decisions and new runs that reach an open tab without a reload."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -18,15 +19,21 @@ pytestmark = pytest.mark.browser
 CHART = '[data-testid="stPlotlyChart"]'
 
 
-def _training(runs_dir, before: set[str], timeout_s: float = 60) -> str:
-    """The id of the run folder that appeared in `runs_dir` since `before`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        new = {p.name for p in runs_dir.iterdir() if p.is_dir()} - before
-        if new:
-            return new.pop()
-        time.sleep(0.2)
-    raise TimeoutError("the training run made no folder")
+@contextlib.contextmanager
+def _training(runs_dir, preset: str, timeout_s: float = 60, **settings):
+    """A run of `preset` (with `settings`) training in its own process; yields its run id."""
+    before = {p.name for p in runs_dir.iterdir() if p.is_dir()}
+    trainer = start_training(runs_dir, load_preset(preset).model_copy(update=settings))
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not (new := {p.name for p in runs_dir.iterdir() if p.is_dir()} - before):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the training run made no folder")
+            time.sleep(0.2)
+        yield new.pop()
+    finally:
+        trainer.kill()
+        trainer.wait()
 
 
 def _drawn(page, count: int, timeout_s: float = 60) -> None:
@@ -39,11 +46,7 @@ def test_live_charts_update_in_place_without_fading_and_a_finished_run_sends_not
     redrawn at most every few seconds (not every refresh); a finished run's page is quiet."""
     runs_dir, ids = trained_pair
     with running_dashboard(tmp_path, runs_dir) as base_url:
-        before = {p.name for p in runs_dir.iterdir() if p.is_dir()}
-        config = load_preset("refund-guarded").model_copy(update={"name": "steady", "rounds": 400, "step_delay": 0.3})
-        trainer = start_training(runs_dir, config)
-        try:
-            run_id = _training(runs_dir, before)
+        with _training(runs_dir, "refund-guarded", name="steady", rounds=400, step_delay=0.3) as run_id:
             tab = browser.new_page(viewport={"width": 1400, "height": 1600})
             tab.add_init_script(STEADINESS_JS)
             tab.goto(f"{base_url}/Live?run={run_id}")
@@ -72,9 +75,6 @@ def test_live_charts_update_in_place_without_fading_and_a_finished_run_sends_not
             assert tab.evaluate("window.__mounted") <= 4 * (watched / 3 + 2)
             assert tab.locator('[data-testid="stException"]').count() == 0
             tab.screenshot(path=str(tmp_path / "live-steady.png"), full_page=True)
-        finally:
-            trainer.kill()
-            trainer.wait()
 
         quiet = browser.new_page(viewport={"width": 1400, "height": 1600})
         quiet.add_init_script(STEADINESS_JS)
@@ -92,11 +92,7 @@ def test_compare_follows_a_training_run_live_beside_a_finished_one(trained_pair,
     """Finding 4: Compare refreshes while a picked run trains, the runs side by side."""
     runs_dir, ids = trained_pair
     with running_dashboard(tmp_path, runs_dir) as base_url:
-        before = {p.name for p in runs_dir.iterdir() if p.is_dir()}
-        config = load_preset("refund-outcome").model_copy(update={"name": "beside", "rounds": 200, "step_delay": 0.3})
-        trainer = start_training(runs_dir, config)
-        try:
-            run_id = _training(runs_dir, before)
+        with _training(runs_dir, "refund-outcome", name="beside", rounds=200, step_delay=0.3) as run_id:
             tab = browser.new_page(viewport={"width": 1400, "height": 1600})
             tab.goto(f"{base_url}/Compare?run={run_id}&run={ids['guarded']}")
             bars = tab.locator('[data-testid="stProgress"]')
@@ -113,9 +109,6 @@ def test_compare_follows_a_training_run_live_beside_a_finished_one(trained_pair,
             assert texts()[0] != first[0], "Compare did not follow the training run"
             assert tab.evaluate("window.__agentrl_marker") == 42, "the page reloaded instead of refreshing itself"
             _drawn(tab, 2)
-        finally:
-            trainer.kill()
-            trainer.wait()
 
 
 def test_a_decision_in_one_tab_and_a_new_run_reach_other_tabs_without_a_reload(trained_pair, browser, tmp_path):
@@ -142,14 +135,9 @@ def test_a_decision_in_one_tab_and_a_new_run_reach_other_tabs_without_a_reload(t
         running.wait_for(timeout=60_000)
         assert running.inner_text().split()[-1] == "0"
         home.evaluate("window.__agentrl_marker = 42")
-        config = load_preset("refund-guarded").model_copy(update={"name": "newcomer", "rounds": 100, "step_delay": 0.5})
-        trainer = start_training(runs_dir, config)
-        try:
+        with _training(runs_dir, "refund-guarded", name="newcomer", rounds=100, step_delay=0.5):
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and running.inner_text().split()[-1] != "1":
                 time.sleep(0.5)
             assert running.inner_text().split()[-1] == "1", "the overview did not show the new run"
             assert home.evaluate("window.__agentrl_marker") == 42
-        finally:
-            trainer.kill()
-            trainer.wait()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from agentrl.store.db import Con
+from agentrl.store.db import Con, transaction
 
 
 def list_runs(con: Con) -> pd.DataFrame:
@@ -167,19 +167,11 @@ def delete_run_rows(con: Con, run_id: str) -> dict[str, int]:
     """Delete everything a run recorded from the store, in one transaction; returns rows per table.
     Reviews, fixtures and promotions of the run stay (the decisions are an append-only log)."""
     deleted = {}
-    cur = con.cursor()
-    try:
-        cur.execute("BEGIN TRANSACTION")
+    with transaction(con) as cur:
         for table in RUN_TABLES:  # names from the constant above, never from input
             deleted[table] = int(cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0])
         deleted["ingest_errors"] = int(
             cur.execute("DELETE FROM ingest_errors WHERE starts_with(path, ?)", [f"{run_id}/"]).fetchone()[0])
-        cur.execute("COMMIT")
-    except BaseException:
-        cur.execute("ROLLBACK")
-        raise
-    finally:
-        cur.close()
     return deleted
 
 
