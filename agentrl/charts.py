@@ -104,22 +104,16 @@ def _raw_under(fig: go.Figure, part: pd.DataFrame, column: str, x: str, color: s
                             hoverinfo="skip"))
 
 
-def rate_curve(steps: pd.DataFrame, column: str, title: str, color: str) -> go.Figure:
-    """A sampled rate (0..1) per step, e.g. success_rate or violation_rate."""
+def rates_curve(steps: pd.DataFrame) -> go.Figure:
+    """Success and violation rate (0..1) per step on one chart: a run can keep full success
+    while its violations climb, and the two lines side by side show it."""
     fig = go.Figure()
     if not steps.empty:
-        _raw_under(fig, steps, column, "step", color, title)
-        fig.add_trace(_line(steps["step"], steps[column], title, color, markers=_few(steps)))
+        for column, name, color in (("success_rate", "success", SUCCESS), ("violation_rate", "violation", VIOLATION)):
+            _raw_under(fig, steps, column, "step", color, name)
+            fig.add_trace(_line(steps["step"], steps[column], name, color, markers=_few(steps)))
     fig.update_yaxes(range=[-0.02, 1.05], tickformat=".0%")
-    return _layout(fig, title, "rate of sampled rollouts")
-
-
-def success_curve(steps: pd.DataFrame) -> go.Figure:
-    return rate_curve(steps, "success_rate", "Success rate", SUCCESS)
-
-
-def violation_curve(steps: pd.DataFrame) -> go.Figure:
-    return rate_curve(steps, "violation_rate", "Violation rate", VIOLATION)
+    return _layout(fig, "Success and violation rate", "rate of sampled rollouts")
 
 
 def veto_counts(steps: pd.DataFrame) -> go.Figure:

@@ -49,22 +49,28 @@ PAGES = [
     ("Hardware", "Hardware", "Hardware"),
 ]
 
-# Installed in every tab: when the app's script state turns 'notRunning' (a script run ended),
-# noted with the tab's clock. A page that refreshes itself runs again within a second, so the
-# state is watched as it changes rather than sampled.
+# Installed in every tab: when the app's script state turns 'notRunning' (a script run ended, or
+# the app's root was drawn anew already idle), noted with the tab's clock.
 IDLE_RECORDER_JS = """
-window.__idle = [];
+window.__idle = []; window.__running = [];
 new MutationObserver(() => {
   const app = document.querySelector('[data-testid="stApp"]');
-  if (app && app.getAttribute('data-test-script-state') === 'notRunning') window.__idle.push(performance.now());
-}).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});
+  const state = app && app.getAttribute('data-test-script-state');
+  const now = performance.timeOrigin + performance.now();
+  if (state === 'notRunning') window.__idle.push(now);
+  if (state === 'running') window.__running.push(now);
+}).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ['data-test-script-state']});
 """
 
-# True once the page titled `title` has finished a script run begun after `since` (the tab's
-# clock, ms) and drawn every visible chart and table.
+# True once the page titled `title` is idle, has finished a script run since `since` (the tab's
+# clock in ms since the epoch, so a navigation that loads a new document keeps counting) and
+# drawn every visible chart and table.
 RENDERED_JS = """
 ([title, since]) => {
+  since = since ?? performance.timeOrigin;  // a fresh tab: since it began loading
   if (!(window.__idle || []).some(t => t >= since)) return false;
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
   const h1 = document.querySelector('h1');
   if (!h1 || !h1.innerText.trim().startsWith(title)) return false;
   if (document.querySelector('[data-testid="stSkeleton"]')) return false;
@@ -113,7 +119,7 @@ STATE_JS = """() => [document.querySelector('[data-testid="stApp"]')?.getAttribu
   document.querySelectorAll('[data-testid="stDataFrame"] canvas').length]"""
 
 
-def wait_rendered(page, title: str, started: float, since_ms: float = 0.0, timeout_s: float = 60.0) -> float:
+def wait_rendered(page, title: str, started: float, since_ms: float | None = None, timeout_s: float = 60.0) -> float:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
@@ -123,7 +129,10 @@ def wait_rendered(page, title: str, started: float, since_ms: float = 0.0, timeo
                            f"[script state, h1, skeleton, charts, drawn, tables, canvases] = {page.evaluate(STATE_JS)}") from None
     took = time.perf_counter() - started
     # When the first script run ended, in the tab's clock: the rest of `took` is the browser drawing.
-    SCRIPT_DONE.append(page.evaluate("(since) => window.__idle.find(t => t >= since) - since", since_ms) / 1000)
+    SCRIPT_DONE.append(page.evaluate(
+        "(since) => { since = since ?? performance.timeOrigin;"
+        " const ran = window.__running.find(t => t >= since) ?? since;"
+        " return window.__idle.find(t => t >= ran) - since; }", since_ms) / 1000)
     return took
 
 
@@ -147,7 +156,7 @@ def from_sidebar(page, base_url: str, label: str, path: str, title: str) -> floa
     wait_rendered(page, source_title, time.perf_counter())
     time.sleep(0.5)
     link = page.locator('[data-testid="stSidebarNav"] a', has_text=label).first
-    since = page.evaluate("performance.now()")
+    since = page.evaluate("performance.timeOrigin + performance.now()")
     started = time.perf_counter()
     link.click()
     took = wait_rendered(page, title, started, since)
@@ -213,7 +222,7 @@ def floor(repeat: int) -> dict[str, tuple[float, float]]:
                     page.goto(f"{base}/")
                     wait_rendered(page, "Floor", time.perf_counter())
                     time.sleep(0.5)
-                    since = page.evaluate("performance.now()")
+                    since = page.evaluate("performance.timeOrigin + performance.now()")
                     started = time.perf_counter()
                     page.locator('[data-testid="stSidebarNav"] a', has_text=path).first.click()
                     side.append(wait_rendered(page, title, started, since))

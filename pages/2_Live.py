@@ -12,7 +12,7 @@ from agentrl.record.rundir import RunDir
 from agentrl.store import queries
 from ui.pickers import run_picker
 
-MORE_PANELS = ["Policy", "Updates", "Memory", "Engine metrics"]
+MORE_PANELS = ["Vetoes", "Policy", "Updates", "Memory", "Engine metrics"]
 
 svc = ui.page("Live")
 st.title("Live run")
@@ -104,22 +104,22 @@ def draw_charts(con, run: dict, version) -> None:
     shown = live.panels(run["kind"], steps, states)
     thin = downsample(steps)
     figures = ui.remembered(f"figures-{run_id}", version, build=lambda: {
-        "success": charts.success_curve(thin),
-        "violation": charts.violation_curve(thin),
+        "rates": charts.rates_curve(thin),
         "vetoes": charts.veto_counts(thin) if shown.vetoes else None,
         "components": charts.reward_components(downsample(queries.reward_components_per_step(con, run_id), by="component")),
         "updates": charts.update_counts(thin, clipped=shown.clipped) if shown.updates else None,
     })
     left, right = st.columns(2)
-    ui.chart(figures["success"], "success", left)
-    ui.chart(figures["violation"], "violation", right)
-    left, right = st.columns(2)
+    ui.chart(figures["rates"], "rates", left)
     ui.chart(figures["components"], "components", right)
-    if figures["vetoes"] is not None:
-        ui.chart(figures["vetoes"], "vetoes", left)
 
     # More panels on demand: each one drawn only when asked for (the page stays quick to draw).
     more = st.pills("More panels", MORE_PANELS, selection_mode="multi", key="panels", bind="query-params")
+    if "Vetoes" in more:
+        if figures["vetoes"] is None:
+            st.caption("This engine has no guarded scorer: nothing is vetoed.")
+        else:
+            ui.chart(figures["vetoes"], "vetoes")
     if "Policy" in more:
         if not shown.action_distribution:
             st.caption("This run records no action distribution at sensitive states.")

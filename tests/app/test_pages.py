@@ -51,15 +51,17 @@ def test_overview_on_an_empty_store_points_to_launch(tmp_path, monkeypatch):
 def test_live_page_draws_the_runs_charts_and_more_panels_on_demand(trained_runs_dir):
     at = app("pages/2_Live.py").run()
     no_errors(at)
-    # success, violation, vetoes, reward components; more on demand
-    assert set(titles(at)) == {"Success rate", "Violation rate", "Mean reward components per step", "Vetoes per step"}
+    # success beside violation, reward components; more on demand (the page draws two charts quickly)
+    assert set(titles(at)) == {"Success and violation rate", "Mean reward components per step"}
+    rates = figure(at, "Success and violation rate")
+    assert [(t["name"], t["color"]) for t in rates["data"]] == [("success", "#2e7d32"), ("violation", "#c62828")]
     assert "Step 30 of 30" in at.get("progress")[0].proto.text
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["vetoed rollouts"] == "25"  # the guarded run is the newest
     assert metrics["vetoed updates (audit)"] == "0"
-    at.button_group(key="panels").set_value(["Policy", "Updates", "Memory"]).run()
+    at.button_group(key="panels").set_value(["Vetoes", "Policy", "Updates", "Memory"]).run()
     no_errors(at)
-    assert {"Action distribution at known_high (step 30)", "Updates and clipped transitions per step",
+    assert {"Vetoes per step", "Action distribution at known_high (step 30)", "Updates and clipped transitions per step",
             "Memory"} <= set(titles(at))
 
 
@@ -102,7 +104,7 @@ def test_panels_that_do_not_apply_are_not_drawn_and_steps_tick_whole(trained_run
     add_run(trained_runs_dir, "coding-run", "coding", states=False)
     at = app("pages/2_Live.py", run="coding-run").run()
     no_errors(at)
-    assert figure(at, "Success rate")["layout"]["xaxis"]["dtick"] == 1
+    assert figure(at, "Success and violation rate")["layout"]["xaxis"]["dtick"] == 1
     at.button_group(key="panels").set_value(["Policy", "Updates"]).run()
     assert not any(t.startswith("Action distribution") for t in titles(at))
     assert any("records no action distribution" in c.value for c in at.caption)
