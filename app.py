@@ -3,7 +3,9 @@
 import streamlit as st
 
 import ui
-from agentrl.store import queries
+from agentrl.analysis import runs as runs_view
+from agentrl.store import curation, queries
+from ui.pickers import colors_of
 
 svc = ui.page("Runs")
 st.title("agentrl — runs")
@@ -11,28 +13,91 @@ st.caption(
     "Train tool-using agents with group-relative RL, watch them live, compare an outcome-only "
     "scorer with a guarded one. Every record lives in DuckDB."
 )
+reviewer = ui.reviewer_name()
+ui.show_flash()
+ui.watch("runs", lambda: queries.runs_version(ui.cursor()))  # new runs, steps and statuses show by themselves
 
-with ui.shown_errors("list the runs"):
+runs = queries.list_runs(ui.cursor())
+if runs.empty:
+    st.info("No runs yet. Start one on the Launch page: the tabular presets train in seconds.")
+    st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
+
+
+@st.fragment
+def runs_overview() -> None:
     runs = queries.list_runs(ui.cursor())
-    if runs.empty:
-        st.info("No runs yet. Start one on the Launch page: the tabular presets train in seconds.")
-        st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
-    else:
+    if runs.empty:  # every run was deleted meanwhile
+        st.rerun(scope="app")
+    with ui.steady("steady-runs"):
         counts = runs["status"].value_counts()
         cols = st.columns(5)
         for col, status in zip(cols, ("running", "queued", "succeeded", "failed", "cancelled")):
             col.metric(status, int(counts.get(status, 0)))
-        st.dataframe(
-            runs[["run_id", "name", "kind", "scorer", "status", "steps_done", "total_steps", "created_at", "ended_at", "error"]],
-            hide_index=True,
+        f1, f2, f3, f4, f5 = st.columns([3, 2, 2, 2, 2], vertical_alignment="bottom")
+        text = f1.text_input("Search", key="q", bind="query-params", placeholder="name, id or note")
+        statuses = f2.multiselect("Status", sorted(runs["status"].unique()), key="status", bind="query-params")
+        kinds = f3.multiselect("Engine", sorted(runs["kind"].unique()), key="kind", bind="query-params")
+        tags = f4.multiselect("Tags", runs_view.all_tags(runs), key="tag", bind="query-params")
+        archived = f5.toggle("Show archived", key="archived", help="Archived runs are hidden from every run picker.")
+        shown = runs_view.filter_runs(runs, text, statuses, kinds, tags, archived)
+        colors = colors_of(shown)
+        table = runs_view.runs_table(shown)
+        styled = table.style.apply(lambda column: [f"color: {colors[r]}" for r in table["run_id"]], subset=["run"])
+        event = st.dataframe(
+            styled, hide_index=True, key="runs", on_select="rerun", selection_mode="multi-row",
             column_config={
-                "steps_done": st.column_config.NumberColumn("steps"),
-                "total_steps": st.column_config.NumberColumn("of"),
+                "run": st.column_config.TextColumn("", width=28, help="The run's colour on every chart."),
+                "final success": st.column_config.NumberColumn(format="percent", help="Sampled success rate of the last step."),
+                "final violation": st.column_config.NumberColumn(format="percent", help="Sampled violation rate of the last step."),
+                "held-out success": st.column_config.NumberColumn(format="percent", help="Latest greedy held-out evaluation."),
+                "final reward": st.column_config.NumberColumn(format="%.3f"),
+                "live": st.column_config.LinkColumn("live", display_text="Live", width=50),
+                "review": st.column_config.LinkColumn("review", display_text="Review", width=60),
+                "hardware": st.column_config.LinkColumn("hardware", display_text="Hardware"),
                 "created_at": st.column_config.DatetimeColumn("created (UTC)", format="YYYY-MM-DD HH:mm:ss"),
-                "ended_at": st.column_config.DatetimeColumn("ended (UTC)", format="YYYY-MM-DD HH:mm:ss"),
             },
         )
-        st.page_link("pages/2_Live.py", label="Watch the newest run live", icon=":material/monitoring:")
+    st.caption(f"{len(shown)} of {len(runs)} runs shown. Select rows to compare, tag, archive or delete them.")
+    selected = [table["run_id"][i] for i in event.selection.rows if i < len(table)]
+    if selected:
+        with ui.shown_errors("change the selected runs"):
+            selected_runs(runs, selected)
+
+
+def selected_runs(runs, selected: list[str]) -> None:
+    """What can be done to the runs selected in the table."""
+    row = st.container(horizontal=True)
+    row.page_link("pages/3_Compare.py", label=f"Compare {len(selected)} selected", icon=":material/compare_arrows:",
+                  query_params={"run": selected})
+    notes = queries.run_notes(ui.cursor(), selected[0])
+    if row.button("Archive" if not notes["archived"] else "Unarchive", icon=":material/archive:", key="archive"):
+        for run_id in selected:
+            curation.annotate(svc.con.cursor(), run_id, archived=not notes["archived"], by=reviewer)
+        ui.flash(f"{'Archived' if not notes['archived'] else 'Unarchived'} {len(selected)} run(s)")
+    if len(selected) == 1:
+        with st.expander(f"Tags and note of {selected[0]}", expanded=False):
+            tags = st.multiselect("Tags", sorted(set(runs_view.all_tags(runs)) | set(notes["tags"])),
+                                  default=notes["tags"], accept_new_options=True, key=f"tags-{selected[0]}")
+            note = st.text_area("Note", notes["note"] or "", key=f"note-{selected[0]}")
+            if st.button("Save", key="save-notes"):
+                curation.annotate(svc.con.cursor(), selected[0], tags=tags, note=note, by=reviewer)
+                ui.flash(f"Saved the tags and note of {selected[0]}")
+    with st.expander(f"Delete {len(selected)} run(s)"):
+        st.caption("Deletes each run's folder (chunks, log, policy) and every row it recorded. Reviews, "
+                   "fixtures and promotions about it stay in the decisions log. A running run cannot be deleted.")
+        sure = st.checkbox(f"Yes, delete {', '.join(selected)}", key="confirm-delete")
+        if st.button("Delete", type="primary", disabled=not sure, icon=":material/delete:", key="delete"):
+            try:
+                for run_id in selected:
+                    curation.delete_run(svc.con.cursor(), svc.runs_dir, run_id)
+            except curation.CurationError as error:
+                st.error(str(error))
+            else:
+                ui.flash(f"Deleted {len(selected)} run(s)")
+
+if not runs.empty:
+    with ui.shown_errors("list the runs"):
+        runs_overview()
 
 with ui.shown_errors("read ingest errors"):
     errors = queries.ingest_errors(ui.cursor())

@@ -1,54 +1,119 @@
 """Charts: pure functions from a query's DataFrame to a plotly Figure.
 
-Query -> **chart** -> page. The only module that imports plotly; pages never build figures
-themselves. Every trace is SVG (`go.Scatter`/`go.Bar`, never WebGL: WebGL charts came out blank
-in headless browsers here).
+Query -> analysis -> **chart** -> page. The only module that imports plotly; pages never build
+figures themselves. Every trace is SVG (`go.Scatter`/`go.Bar`, never WebGL: WebGL charts came out
+blank in headless browsers here). Conventions every chart keeps:
+
+- a run has one colour everywhere (`run_color`, from the index the store assigned it), and a
+  reward component one colour in every run (`component_color`);
+- hovering names every series at that step (`hovermode="x unified"`);
+- legends sit to the right of the plot, so they never cover an axis title; charts of several
+  runs have no legend of their own (the page draws one run legend for all of them);
+- a column `<name>_raw` beside a smoothed `<name>` is drawn faint under the smoothed line;
+- step axes tick at whole steps.
 """
 
 from __future__ import annotations
 
+import zlib
+
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 
 SUCCESS = "#2e7d32"
 VIOLATION = "#c62828"
 NEUTRAL = "#455a64"
-PALETTE = ["#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#9e9d24", "#ad1457", "#4e342e", "#37474f"]
+# Run colours: distinct from each other and from the success green and violation red above.
+RUN_PALETTE = ["#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#9e9d24", "#ad1457", "#4e342e", "#5c6bc0",
+               "#f9a825", "#37474f"]
+PALETTE = RUN_PALETTE
+# Reward components keep their colour in every run and on every page.
+COMPONENT_COLORS = {"outcome": "#1565c0", "step_cost": "#757575", "violation_penalty": VIOLATION,
+                    "duplicate_penalty": "#ef6c00", "format": "#6a1b9a", "schema": "#00838f", "tests": SUCCESS,
+                    "step_budget": "#9e9d24"}
 ACTION_ORDER = ("finish", "lookup", "request_approval", "refund")
+DASHES = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
 
 
-def _layout(fig: go.Figure, title: str, y_title: str = "", x_title: str = "step", height: int = 320) -> go.Figure:
-    bottom = 90 if len(fig.data) > 1 else 40  # room for the legend under the axis title
+def fingerprint(fig: go.Figure) -> int:
+    """A checksum of the figure as the browser receives it: equal for equal charts."""
+    return zlib.crc32(pio.to_json(fig, validate=False).encode())
+
+
+def run_color(index, run_id: str | None = None) -> str:
+    """A run's colour from its fixed colour index (a hash of its id until it has one)."""
+    if index is None or pd.isna(index):
+        index = zlib.crc32((run_id or "").encode())
+    return RUN_PALETTE[int(index) % len(RUN_PALETTE)]
+
+
+def component_color(name: str) -> str:
+    return COMPONENT_COLORS.get(name) or RUN_PALETTE[zlib.crc32(name.encode()) % len(RUN_PALETTE)]
+
+
+def _whole_steps(fig: go.Figure) -> None:
+    """Tick a step axis at whole steps: a short run otherwise gets ticks at 0.5."""
+    values = [pd.to_numeric(pd.Series(trace.x), errors="coerce") for trace in fig.data
+              if getattr(trace, "x", None) is not None and len(trace.x)]
+    values = pd.concat(values).dropna() if values else pd.Series(dtype=float)
+    if len(values) and values.max() - values.min() <= 12:
+        fig.update_xaxes(dtick=1, tick0=0)
+    else:
+        fig.update_xaxes(tickformat="d")
+
+
+def _layout(fig: go.Figure, title: str, y_title: str = "", x_title: str = "step", height: int = 320,
+            legend: bool = True, log_y: bool = False) -> go.Figure:
     # No plotly template: Streamlit themes the chart itself, and a template costs ~35 ms a
-    # figure to validate, which the Live page would pay for seven charts every second.
+    # figure to validate, which a refreshing page would pay for every chart every second.
     fig.update_layout(
         title={"text": title, "font": {"size": 15}},
         height=height,
-        margin={"l": 50, "r": 20, "t": 40, "b": bottom},
+        margin={"l": 50, "r": 20, "t": 40, "b": 40},
         xaxis_title=x_title,
         yaxis_title=y_title,
-        # Legends sit below the axis title, never over the chart's title.
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "xanchor": "left", "x": 0.0},
+        hovermode="x unified",
+        showlegend=legend and len([t for t in fig.data if t.showlegend is not False]) > 1,
+        legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0, "yanchor": "top"},
     )
+    if log_y:
+        fig.update_yaxes(type="log")
+    if x_title == "step":
+        _whole_steps(fig)
     return fig
 
 
-def rate_curve(steps: pd.DataFrame, column: str, title: str, color: str) -> go.Figure:
-    """A sampled rate (0..1) per step, e.g. success_rate or violation_rate."""
+MARKER_POINTS = 40  # a marker is an SVG node each: only short series get them
+
+
+def _few(frame) -> bool:
+    return len(frame) <= MARKER_POINTS
+
+
+def _line(x, y, name: str, color: str, width: float = 2, dash: str = "solid", markers: bool = False, **extra) -> go.Scatter:
+    return go.Scatter(x=x, y=y, mode="lines+markers" if markers else "lines", name=name,
+                      line={"color": color, "width": width, "dash": dash}, marker={"size": 4}, **extra)
+
+
+def _raw_under(fig: go.Figure, part: pd.DataFrame, column: str, x: str, color: str, name: str) -> None:
+    """The unsmoothed series, faint, under its smoothed line (when the frame carries one)."""
+    raw = f"{column}_raw"
+    if raw in part and not part[raw].equals(part[column]):
+        fig.add_trace(_line(part[x], part[raw], f"{name} (raw)", color, width=1, opacity=0.3, showlegend=False,
+                            hoverinfo="skip"))
+
+
+def rates_curve(steps: pd.DataFrame) -> go.Figure:
+    """Success and violation rate (0..1) per step on one chart: a run can keep full success
+    while its violations climb, and the two lines side by side show it."""
     fig = go.Figure()
     if not steps.empty:
-        fig.add_trace(go.Scatter(x=steps["step"], y=steps[column], mode="lines+markers", name=title,
-                                 line={"color": color, "width": 2}, marker={"size": 5}))
+        for column, name, color in (("success_rate", "success", SUCCESS), ("violation_rate", "violation", VIOLATION)):
+            _raw_under(fig, steps, column, "step", color, name)
+            fig.add_trace(_line(steps["step"], steps[column], name, color, markers=_few(steps)))
     fig.update_yaxes(range=[-0.02, 1.05], tickformat=".0%")
-    return _layout(fig, title, "rate of sampled rollouts")
-
-
-def success_curve(steps: pd.DataFrame) -> go.Figure:
-    return rate_curve(steps, "success_rate", "Success rate", SUCCESS)
-
-
-def violation_curve(steps: pd.DataFrame) -> go.Figure:
-    return rate_curve(steps, "violation_rate", "Violation rate", VIOLATION)
+    return _layout(fig, "Success and violation rate", "rate of sampled rollouts")
 
 
 def veto_counts(steps: pd.DataFrame) -> go.Figure:
@@ -63,23 +128,21 @@ def veto_counts(steps: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Vetoes per step", "trajectories")
 
 
-def update_counts(steps: pd.DataFrame) -> go.Figure:
-    """Applied updates and clipped (skipped) transitions per step."""
+def update_counts(steps: pd.DataFrame, clipped: bool = True) -> go.Figure:
+    """Applied updates per step, and clipped (skipped) transitions when the run clipped any."""
     fig = go.Figure()
     if not steps.empty:
-        fig.add_trace(go.Scatter(x=steps["step"], y=steps["updates"], mode="lines+markers", name="updates",
-                                 line={"color": PALETTE[0]}))
-        fig.add_trace(go.Scatter(x=steps["step"], y=steps["clipped"], mode="lines+markers", name="clipped",
-                                 line={"color": PALETTE[1]}))
-    return _layout(fig, "Updates and clipped transitions per step", "transitions")
+        fig.add_trace(_line(steps["step"], steps["updates"], "updates", RUN_PALETTE[0], markers=_few(steps)))
+        if clipped:
+            fig.add_trace(_line(steps["step"], steps["clipped"], "clipped", RUN_PALETTE[1], markers=_few(steps)))
+    return _layout(fig, "Updates and clipped transitions per step" if clipped else "Updates per step", "transitions")
 
 
 def reward_components(components: pd.DataFrame) -> go.Figure:
     """Mean of each reward component per step (long form: step, component, value)."""
     fig = go.Figure()
-    for i, (name, part) in enumerate(components.groupby("component", sort=True)):
-        fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode="lines", name=str(name),
-                                 line={"color": PALETTE[i % len(PALETTE)], "width": 2}))
+    for name, part in components.groupby("component", sort=True):
+        fig.add_trace(_line(part["step"], part["value"], str(name), component_color(str(name))))
     return _layout(fig, "Mean reward components per step", "mean value")
 
 
@@ -94,8 +157,8 @@ def action_distribution(dist: pd.DataFrame, state: str) -> go.Figure:
     if not dist.empty:
         order = _ordered(dist["action"])
         dist = dist.set_index("action").loc[order].reset_index()
-        colors = [VIOLATION if a == "refund" and state == "known_high" else PALETTE[0] for a in dist["action"]]
-        fig.add_trace(go.Bar(x=dist["action"], y=dist["prob"], marker_color=colors,
+        colors = [VIOLATION if a == "refund" and state == "known_high" else RUN_PALETTE[0] for a in dist["action"]]
+        fig.add_trace(go.Bar(x=dist["action"], y=dist["prob"], marker_color=colors, name="probability",
                              text=[f"{p:.3f}" for p in dist["prob"]], textposition="outside"))
         step = int(dist["step"].iloc[0]) if "step" in dist else None
         title = f"Action distribution at {state}" + (f" (step {step})" if step is not None else "")
@@ -109,54 +172,65 @@ def memory_usage(hardware: pd.DataFrame, budget_bytes: float | None = None) -> g
     """Resident memory of the run's process tree over time, against a budget when one is known."""
     fig = go.Figure()
     if not hardware.empty:
-        fig.add_trace(go.Scatter(x=hardware["ts"], y=hardware["rss_bytes"] / 2**20, mode="lines+markers",
-                                 name="process-tree RSS", line={"color": NEUTRAL}))
+        fig.add_trace(_line(hardware["ts"], hardware["rss_bytes"] / 2**20, "process-tree RSS", NEUTRAL,
+                            markers=_few(hardware)))
         if hardware["gpu_allocated_bytes"].notna().any():
-            fig.add_trace(go.Scatter(x=hardware["ts"], y=hardware["gpu_allocated_bytes"] / 2**20, mode="lines",
-                                     name="GPU allocated", line={"color": PALETTE[2]}))
+            fig.add_trace(_line(hardware["ts"], hardware["gpu_allocated_bytes"] / 2**20, "GPU allocated", RUN_PALETTE[2]))
     if budget_bytes:
         fig.add_hline(y=budget_bytes / 2**20, line_dash="dash", line_color=VIOLATION, annotation_text="budget estimate")
     return _layout(fig, "Memory", "MiB", x_title="time (UTC)")
 
 
-# --- Compare: several runs on one figure, one colour per run. ----------------------------------
+# --- Several runs on one figure: colour = run (the page draws the run legend). ----------------
 
 
 def run_colors(run_ids: list[str]) -> dict[str, str]:
-    """A stable colour per run, in the order the runs were picked."""
-    return {run_id: PALETTE[i % len(PALETTE)] for i, run_id in enumerate(run_ids)}
+    """Colours by position, for runs that have no colour index (tests, scripts)."""
+    return {run_id: RUN_PALETTE[i % len(RUN_PALETTE)] for i, run_id in enumerate(run_ids)}
 
 
-def _overlay(steps: pd.DataFrame, column: str, labels: dict[str, str]) -> go.Figure:
-    """One line per run of a per-step column (columns: run_id, step, column)."""
+def _overlay(steps: pd.DataFrame, column: str, labels: dict[str, str], colors: dict[str, str] | None,
+             x: str = "step") -> go.Figure:
+    """One line per run of a per-step column (columns: run_id, step, column[, column_raw])."""
     fig = go.Figure()
-    colors = run_colors(list(labels))
+    colors = colors or run_colors(list(labels))
     for run_id in labels:
         part = steps[steps["run_id"] == run_id]
         if not part.empty:
-            fig.add_trace(go.Scatter(x=part["step"], y=part[column], mode="lines+markers", name=labels[run_id],
-                                     line={"color": colors[run_id], "width": 2}, marker={"size": 4}))
+            _raw_under(fig, part, column, x, colors[run_id], labels[run_id])
+            fig.add_trace(_line(part[x], part[column], labels[run_id], colors[run_id], markers=_few(part)))
     return fig
 
 
-def rate_overlay(steps: pd.DataFrame, column: str, title: str, labels: dict[str, str]) -> go.Figure:
+def rate_overlay(steps: pd.DataFrame, column: str, title: str, labels: dict[str, str],
+                 colors: dict[str, str] | None = None) -> go.Figure:
     """One rate per step (e.g. success_rate) for several runs."""
-    fig = _overlay(steps, column, labels)
+    fig = _overlay(steps, column, labels, colors)
     fig.update_yaxes(range=[-0.02, 1.05], tickformat=".0%")
-    return _layout(fig, title, "rate of sampled rollouts")
+    return _layout(fig, title, "rate of sampled rollouts", legend=False)
 
 
-def count_overlay(steps: pd.DataFrame, column: str, title: str, labels: dict[str, str], y_title: str = "trajectories") -> go.Figure:
+def count_overlay(steps: pd.DataFrame, column: str, title: str, labels: dict[str, str],
+                  colors: dict[str, str] | None = None, y_title: str = "trajectories", log_y: bool = False) -> go.Figure:
     """A per-step counter (vetoed, vetoed_updates, ...) for several runs."""
-    fig = _overlay(steps, column, labels)
-    fig.update_yaxes(rangemode="tozero")
-    return _layout(fig, title, y_title)
+    fig = _overlay(steps, column, labels, colors)
+    if not log_y:
+        fig.update_yaxes(rangemode="tozero")
+    return _layout(fig, title, y_title, legend=False, log_y=log_y)
 
 
-def action_bars_by_run(dist: pd.DataFrame, state: str, step: int, labels: dict[str, str]) -> go.Figure:
+def metric_overlay(series: pd.DataFrame, name: str, labels: dict[str, str], colors: dict[str, str] | None = None,
+                   log_y: bool = False) -> go.Figure:
+    """One engine metric per step for several runs (columns: run_id, step, value[, value_raw])."""
+    fig = _overlay(series, "value", labels, colors)
+    return _layout(fig, name, "value", legend=False, log_y=log_y)
+
+
+def action_bars_by_run(dist: pd.DataFrame, state: str, step: int, labels: dict[str, str],
+                       colors: dict[str, str] | None = None) -> go.Figure:
     """Grouped bars: each run's action distribution at `state` at `step` (columns: run_id, action, prob)."""
     fig = go.Figure()
-    colors = run_colors(list(labels))
+    colors = colors or run_colors(list(labels))
     order = _ordered(dist["action"]) if not dist.empty else list(ACTION_ORDER)
     for run_id in labels:
         part = dist[dist["run_id"] == run_id].set_index("action").reindex(order)
@@ -165,7 +239,7 @@ def action_bars_by_run(dist: pd.DataFrame, state: str, step: int, labels: dict[s
                                  text=[f"{p:.3f}" for p in part["prob"].fillna(0)], textposition="outside"))
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, 1.15])
-    return _layout(fig, f"Action distribution at {state}, step {step}", "probability", x_title="action")
+    return _layout(fig, f"Action distribution at {state}, step {step}", "probability", x_title="action", legend=False)
 
 
 def action_difference(diff: pd.DataFrame, state: str, step: int, title_b_minus_a: str) -> go.Figure:
@@ -175,7 +249,7 @@ def action_difference(diff: pd.DataFrame, state: str, step: int, title_b_minus_a
         order = _ordered(diff["action"])
         diff = diff.set_index("action").loc[order].reset_index()
         colors = [VIOLATION if v < 0 else SUCCESS for v in diff["diff"]]
-        fig.add_trace(go.Bar(x=diff["action"], y=diff["diff"], marker_color=colors,
+        fig.add_trace(go.Bar(x=diff["action"], y=diff["diff"], marker_color=colors, name="B − A",
                              text=[f"{v:+.3f}" for v in diff["diff"]], textposition="outside"))
     fig.update_yaxes(range=[-1.15, 1.15], zeroline=True)
     return _layout(fig, f"Difference at {state}, step {step}: {title_b_minus_a}", "Δ probability", x_title="action")
@@ -189,59 +263,65 @@ def action_drift_heatmap(history: pd.DataFrame, state: str, title: str) -> go.Fi
         order = _ordered(history["action"])
         grid = history.pivot_table(index="action", columns="step", values="prob").reindex(order)
         fig.add_trace(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index), zmin=0, zmax=1,
-                                 colorscale="Blues", colorbar={"title": "p", "thickness": 12}))
+                                 colorscale="Blues", colorbar={"title": "p", "thickness": 12},
+                                 hovertemplate="step %{x}<br>%{y}: %{z:.3f}<extra></extra>"))
     fig.update_yaxes(type="category")
-    return _layout(fig, f"{title}: drift at {state}", "action", height=260)
+    fig = _layout(fig, f"{title}: drift at {state}", "action", height=260)
+    fig.update_layout(hovermode="closest")
+    return fig
 
 
-def clipped_by_epoch_bars(clipped: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
+def clipped_by_epoch_bars(clipped: pd.DataFrame, labels: dict[str, str], colors: dict[str, str] | None = None) -> go.Figure:
     """Clipped transitions summed over each run, per epoch (columns: run_id, epoch, clipped)."""
     fig = go.Figure()
-    colors = run_colors(list(labels))
+    colors = colors or run_colors(list(labels))
     for run_id in labels:
         part = clipped[clipped["run_id"] == run_id]
         if not part.empty:
             fig.add_trace(go.Bar(x=[f"epoch {e}" for e in part["epoch"]], y=part["clipped"], name=labels[run_id],
                                  marker_color=colors[run_id], text=list(part["clipped"]), textposition="outside"))
     fig.update_layout(barmode="group")
-    return _layout(fig, "Clipped transitions per epoch (run total)", "transitions", x_title="")
+    return _layout(fig, "Clipped transitions per epoch (run total)", "transitions", x_title="", legend=False)
 
 
-def components_overlay(components: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
-    """Mean reward components per step for several runs: colour = run, dash = component."""
+def components_overlay(components: pd.DataFrame, labels: dict[str, str], colors: dict[str, str] | None = None) -> go.Figure:
+    """Mean reward components per step for several runs: colour = run, dash = component. The
+    legend names the components (the runs are named by the page's run legend)."""
     fig = go.Figure()
-    colors = run_colors(list(labels))
-    dashes = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
+    colors = colors or run_colors(list(labels))
     names = sorted(components["component"].unique()) if not components.empty else []
+    dash_of = {name: DASHES[j % len(DASHES)] for j, name in enumerate(names)}
+    for name in names:  # legend entries: one per component, in its dash
+        fig.add_trace(_line([None], [None], name, NEUTRAL, dash=dash_of[name], legendgroup=name, hoverinfo="skip"))
     for run_id in labels:
         part = components[components["run_id"] == run_id]
-        for j, name in enumerate(names):
+        for name in names:
             series = part[part["component"] == name]
             if not series.empty:
-                fig.add_trace(go.Scatter(x=series["step"], y=series["value"], mode="lines",
-                                         name=f"{labels[run_id]}: {name}",
-                                         line={"color": colors[run_id], "dash": dashes[j % len(dashes)], "width": 2}))
+                fig.add_trace(_line(series["step"], series["value"], f"{labels[run_id]}: {name}", colors[run_id],
+                                    dash=dash_of[name], legendgroup=name, showlegend=False))
     return _layout(fig, "Mean reward components per step", "mean value", height=380)
 
 
-def throughput_model(curves: dict[str, list[tuple[float, float]]], labels: dict[str, str]) -> go.Figure:
+def throughput_model(curves: dict[str, list[tuple[float, float]]], labels: dict[str, str],
+                     colors: dict[str, str] | None = None) -> go.Figure:
     """SPEC section 9's modelled transitions/s against parallel environments, per run."""
     fig = go.Figure()
-    colors = run_colors(list(labels))
+    colors = colors or run_colors(list(labels))
     for run_id, points in curves.items():
-        fig.add_trace(go.Scatter(x=[n for n, _ in points], y=[v for _, v in points], mode="lines+markers",
-                                 name=labels.get(run_id, run_id), line={"color": colors.get(run_id, NEUTRAL)}))
+        fig.add_trace(_line([n for n, _ in points], [v for _, v in points], labels.get(run_id, run_id),
+                            colors.get(run_id, NEUTRAL), markers=True))
     fig.update_xaxes(type="log")
     return _layout(fig, "Throughput model (declared latencies, each run's own totals)", "transitions / s",
-                   x_title="parallel environments")
+                   x_title="parallel environments", legend=False)
 
 
 def cpu_usage(hardware: pd.DataFrame, cores: int | None = None) -> go.Figure:
     """CPU of the run's process tree over time, in percent of one core (200 = two cores busy)."""
     fig = go.Figure()
     if not hardware.empty:
-        fig.add_trace(go.Scatter(x=hardware["ts"], y=hardware["cpu_percent"], mode="lines", name="process-tree CPU",
-                                 line={"color": PALETTE[0]}))
+        fig.add_trace(_line(hardware["ts"], hardware["cpu_percent"], "process-tree CPU", RUN_PALETTE[0],
+                            markers=_few(hardware)))
     if cores:
         fig.add_hline(y=100 * cores, line_dash="dot", line_color=NEUTRAL, annotation_text=f"{cores} cores")
     fig.update_yaxes(rangemode="tozero")
@@ -254,18 +334,19 @@ def budget_against_measured(budget: pd.DataFrame) -> go.Figure:
     if not budget.empty:
         shown = budget[budget["component"] != "free"]
         fig.add_trace(go.Bar(x=shown["component"], y=shown["estimate_bytes"] / 1e9, name="estimate",
-                             marker_color=PALETTE[0]))
+                             marker_color=RUN_PALETTE[0]))
         if shown["measured_bytes"].notna().any():
             fig.add_trace(go.Bar(x=shown["component"], y=shown["measured_bytes"] / 1e9, name="measured",
-                                 marker_color=PALETTE[1]))
+                                 marker_color=RUN_PALETTE[1]))
     fig.update_layout(barmode="group")
     return _layout(fig, "Memory budget: estimate against measured", "GB", x_title="")
 
 
-def metric_curves(series: pd.DataFrame, title: str = "Engine metrics per step") -> go.Figure:
-    """Several per-step metrics (long form: step, name, value), one line each."""
+def metric_curves(series: pd.DataFrame, title: str = "Engine metrics per step", log_y: bool = False) -> go.Figure:
+    """Several per-step metrics (long form: step, name, value[, value_raw]), one line each."""
     fig = go.Figure()
-    for i, (name, part) in enumerate(series.groupby("name", sort=True)):
-        fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode="lines", name=str(name),
-                                 line={"color": PALETTE[i % len(PALETTE)], "width": 2}))
-    return _layout(fig, title, "value")
+    for name, part in series.groupby("name", sort=True):
+        color = component_color(str(name))  # a metric keeps its colour whatever else is picked
+        _raw_under(fig, part, "value", "step", color, str(name))
+        fig.add_trace(_line(part["step"], part["value"], str(name), color))
+    return _layout(fig, title, "value", log_y=log_y)

@@ -51,6 +51,17 @@ class Liveness:
     known: bool = False  # True when the exit code is known (we are the parent)
 
 
+def pair_configs(config: RunConfig) -> tuple[RunConfig, RunConfig]:
+    """The outcome-vs-guarded pair of `config`: the same settings with each scorer, named
+    `<base>-outcome` and `<base>-guarded` (a name already ending in either loses that ending)."""
+    from agentrl.config import make_config
+
+    settings = config.model_dump()
+    base = config.name.removesuffix("-outcome").removesuffix("-guarded")
+    return (make_config(**dict(settings, scorer="outcome", name=f"{base}-outcome")),
+            make_config(**dict(settings, scorer="guarded", name=f"{base}-guarded")))
+
+
 def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
     """A new run's folder for `config`: run.json (who it is), config.json, and a `queued` status.json."""
     run = new_run(Path(runs_dir), config.name, config.kind, config.scorer, config.model_dump(mode="json"),

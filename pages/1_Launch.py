@@ -5,8 +5,11 @@ the outcome-vs-guarded pair."""
 import streamlit as st
 
 import ui
+from agentrl.analysis import duration
 from agentrl.config import ConfigError, config_from_json, load_preset, make_config, preset_names
 from agentrl.engines.registry import engine_of
+from agentrl.launcher import pair_configs
+from agentrl.store import queries
 from ui.forms import config_form
 
 svc = ui.page("Launch")
@@ -31,19 +34,24 @@ if as_json:
     try:
         config = config_from_json(text)
     except ConfigError as problem:
-        error = str(problem)
+        error = str(problem)  # JSON is edited by key: the message names the keys
 else:
     values = config_form(base, key=f"form-{preset}", choices={"scorer": list(engine.scorers)})
     try:
         config = make_config(**values)
-    except ConfigError as problem:
-        error = str(problem)
+    except ConfigError as problem:  # the form names fields by their labels
+        error = "\n".join(f"- **{p.label}**: {p.message}" for p in problem.problems) or str(problem)
 
-preflight = None
+preflight, confirmed = None, True
 if error:
     st.error(error)
 else:
     st.caption("Cost: " + engine.cost(config))
+    took = duration.estimate(config.total_steps, config.step_delay, queries.past_step_seconds(ui.cursor(), config.kind))
+    st.caption("Time: " + took.text)
+    if took.long:
+        st.warning(took.warning, icon=":material/schedule:")
+        confirmed = st.checkbox("Start it anyway", key=f"long-{preset}", help="A long run can be cancelled on the Live page.")
     with ui.shown_errors("check the run before it starts"):
         preflight = engine_of(config).preflight(config)
         if preflight.report:
@@ -54,7 +62,7 @@ else:
         with st.expander("Config as JSON"):
             st.code(config.to_json(), language="json")
 
-can_start = config is not None and preflight is not None and not preflight.refusal
+can_start = config is not None and preflight is not None and not preflight.refusal and confirmed
 row = st.container(horizontal=True)
 one = row.button("Start run", type="primary", disabled=not can_start)
 pair = row.button("Start outcome-vs-guarded pair", disabled=not (can_start and engine_of(config).pair))
@@ -65,13 +73,13 @@ if (one or pair) and can_start:
         if one:
             started = [svc.launcher.start(config)]
         else:
-            settings = config.model_dump()
-            base_name = config.name.removesuffix("-outcome").removesuffix("-guarded")
-            outcome = make_config(**dict(settings, scorer="outcome", name=f"{base_name}-outcome"))
-            guarded = make_config(**dict(settings, scorer="guarded", name=f"{base_name}-guarded"))
-            started = list(svc.launcher.start_pair(outcome, guarded))
+            started = list(svc.launcher.start_pair(*pair_configs(config)))
         svc.ingestor.ingest()  # the new runs are in the store before the Live link is followed
 
 if started:
     st.success("Started " + ", ".join(f"`{run_id}`" for run_id in started))
-    st.page_link("pages/2_Live.py", label="Watch it live", icon=":material/monitoring:", query_params={"run": started[-1]})
+    if len(started) == 1:
+        st.page_link("pages/2_Live.py", label="Watch it live", icon=":material/monitoring:", query_params={"run": started[0]})
+    else:  # a pair is watched side by side, live, on Compare
+        st.page_link("pages/3_Compare.py", label="Watch the pair live, side by side", icon=":material/monitoring:",
+                     query_params={"run": started})

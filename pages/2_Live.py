@@ -1,50 +1,50 @@
-"""Live: one run as it trains, refreshed every second without reloading the page."""
+"""Live: one run as it trains, refreshed every second without reloading the page, and not at all
+once it has finished."""
 
 import streamlit as st
 
 import ui
 from agentrl import charts
+from agentrl.analysis import live
+from agentrl.analysis.hardware import estimate_total
+from agentrl.analysis.series import downsample, smooth
+from agentrl.record.rundir import RunDir
 from agentrl.store import queries
-from agentrl.record.rundir import TERMINAL_STATUSES, RunDir
+from ui.pickers import run_picker
+
+MORE_PANELS = ["Vetoes", "Policy", "Updates", "Memory", "Engine metrics"]
 
 svc = ui.page("Live")
 st.title("Live run")
 
 runs = queries.list_runs(ui.cursor())
 requested = st.query_params.get("run")
-if requested and requested not in set(runs["run_id"]) and not RunDir(svc.runs_dir / requested).meta_path.exists():
-    st.warning(f"There is no run `{requested}` in {svc.runs_dir}; showing the newest run instead.")
-    requested = None
+# A run just launched has its folder before it reaches the store: wait for it rather than say it is unknown.
+pending = requested if requested and requested not in set(runs["run_id"]) and RunDir(svc.runs_dir / requested).meta_path.exists() else None
+if runs.empty or pending:
 
+    @st.fragment(run_every=ui.LIVE_REFRESH_S)
+    def wait_for_run(requested: str | None) -> None:
+        """Until the run (or any run) reaches the store: a run just launched appears within a second."""
+        present = set(queries.list_runs(ui.cursor())["run_id"])
+        if (requested and requested in present) or (not requested and present):
+            st.rerun(scope="app")
+        if requested:
+            st.info(f"Waiting for run `{requested}` to reach the store…")
+        else:
+            st.info("No runs yet. Start one on the Launch page.")
+            st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
 
-@st.fragment(run_every=ui.LIVE_REFRESH_S)
-def wait_for_run(requested: str | None) -> None:
-    """Until the run (or any run) reaches the store: a run just launched appears within a second."""
-    present = set(queries.list_runs(ui.cursor())["run_id"])
-    if (requested and requested in present) or (not requested and present):
-        st.rerun(scope="app")
-    if requested:
-        st.info(f"Waiting for run `{requested}` to reach the store…")
-    else:
-        st.info("No runs yet. Start one on the Launch page.")
-        st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
-
-
-if runs.empty or (requested and requested not in set(runs["run_id"])):
-    wait_for_run(requested)
+    wait_for_run(pending)
     st.stop()
 
-run_ids = runs["run_id"].tolist()
-default = requested if requested in run_ids else queries.default_live_run(ui.cursor())
-labels = {row["run_id"]: ui.run_label(row) for _, row in runs.iterrows()}
-run_id = st.selectbox("Run", run_ids, index=run_ids.index(default) if default in run_ids else 0,
-                      format_func=labels.get, help="Defaults to the newest running run.")
-if run_id != requested:
-    st.query_params["run"] = run_id
+run_id = run_picker(runs, queries.default_live_run(ui.cursor()), help="Defaults to the newest running run.")
+started_active = live.is_active(runs.set_index("run_id").at[run_id, "status"])
 
 
-@st.fragment(run_every=ui.LIVE_REFRESH_S)
-def live_panel(run_id: str) -> None:
+@ui.refreshing(started_active)
+def live_header(run_id: str) -> None:
+    """Progress, phase and counters: every second while the run is active."""
     con = ui.cursor()
     run = queries.get_run(con, run_id)
     if run is None:
@@ -52,59 +52,106 @@ def live_panel(run_id: str) -> None:
         return
     prog = queries.progress(con, run_id)
     status = prog["status"]
-    total, done = prog["total"], prog["done"]
-    header, action = st.columns([5, 1])
-    eta = "" if prog["eta_s"] is None else f" · ETA {ui.format_seconds(prog['eta_s'])}"
-    header.progress(done / total if total else 0.0,
-                    text=f"Step {done} of {total} · {status} · elapsed {ui.format_seconds(prog['elapsed_s'])}{eta}")
-    # Always drawn (disabled once the run ended) so the layout, and the charts below it, stay
-    # put between refreshes instead of being rebuilt.
-    ended = status in TERMINAL_STATUSES
-    if action.button("Cancel run", key=f"cancel-{run_id}", disabled=ended, help="Stop after the current round."):
-        with ui.shown_errors("cancel the run"):
-            svc.launcher.cancel(run_id)
-            st.toast("Stop requested; the run stops after its current round.")
-    if run.get("error"):
-        st.error(f"{status}: {run['error']}")
+    log_tail = RunDir(svc.runs_dir / run_id).tail_log(1)
+    run_phase = live.phase(run, prog, log_tail[-1] if log_tail else None)
+    with ui.steady("steady-live-header"):
+        header, action = st.columns([5, 1])
+        header.progress(prog["done"] / prog["total"] if prog["total"] else 0.0, text=live.progress_text(prog, run_phase))
+        # Always drawn (disabled once the run ended) so the layout stays put between refreshes.
+        if action.button("Cancel run", key=f"cancel-{run_id}", disabled=not live.is_active(status),
+                         help="Stop after the current step."):
+            with ui.shown_errors("cancel the run"):
+                svc.launcher.cancel(run_id)
+                st.toast("Stop requested; the run stops after its current step.")
+        if run.get("error"):
+            st.error(f"{status}: {run['error']}")
+        if run_phase.name in ("queued", "starting"):
+            st.info(run_phase.text, icon=":material/hourglass_top:")
+            st.caption("Charts appear with the first step.")
+        else:
+            totals = queries.run_totals(con, run_id)
+            rates = live.last_rates(queries.step_metrics(con, run_id).tail(1))
+            m = st.columns(5)
+            m[0].metric("success (last step)", rates["success"])
+            m[1].metric("violation (last step)", rates["violation"])
+            m[2].metric("vetoed rollouts", totals["vetoed_rollouts"])
+            m[3].metric("vetoed updates (audit)", totals["vetoed_updates"], help="Vetoed trajectories that received an update. Must stay 0.")
+            m[4].metric("updates", f"{totals['updates']:,}")
+    if started_active and not live.is_active(status):
+        st.rerun(scope="app")  # the run just ended: redraw once, without the refresh
 
-    steps = queries.step_metrics(con, run_id)
-    totals = queries.run_totals(con, run_id)
-    m = st.columns(5)
-    last = steps.iloc[-1] if not steps.empty else None
-    m[0].metric("success (last step)", "–" if last is None else f"{last['success_rate']:.0%}")
-    m[1].metric("violation (last step)", "–" if last is None else f"{last['violation_rate']:.0%}")
-    m[2].metric("vetoed rollouts", totals["vetoed_rollouts"])
-    m[3].metric("vetoed updates (audit)", totals["vetoed_updates"], help="Vetoed trajectories that received an update. Must stay 0.")
-    m[4].metric("updates", f"{totals['updates']:,}")
 
-    left, right = st.columns(2)
-    left.plotly_chart(charts.success_curve(steps), key="success")
-    right.plotly_chart(charts.violation_curve(steps), key="violation")
-    left, right = st.columns(2)
-    left.plotly_chart(charts.veto_counts(steps), key="vetoes")
-    right.plotly_chart(charts.reward_components(queries.reward_components_per_step(con, run_id)), key="components")
-    left, right = st.columns(2)
-    states = queries.sensitive_states(con, run_id) or ["known_high"]
-    state = states[0] if len(states) == 1 else left.selectbox("Sensitive state", states, key="state")
-    left.plotly_chart(charts.action_distribution(queries.action_distribution(con, run_id, state), state), key="dist")
-    budget = queries.budget_for_run(con, run_id)
-    estimate = budget.loc[budget["component"] == "total", "estimate_bytes"].dropna()
-    right.plotly_chart(charts.memory_usage(queries.hardware_samples(con, run_id),
-                                           float(estimate.iloc[0]) if len(estimate) else None), key="memory")
-    left, right = st.columns(2)
-    left.plotly_chart(charts.update_counts(steps), key="updates")
-    names = queries.step_metric_names(con, run_id)
-    if names:
-        # TRL logs dozens of metrics; start from the ones that say whether learning is healthy.
-        preferred = [n for n in ("reward_std", "entropy", "kl", "tools/call_frequency", "measured_parallelism") if n in names]
-        with right:
-            chosen = st.multiselect("Engine metrics", names, default=preferred or names[:3], key=f"metrics-{run_id}")
-            st.plotly_chart(charts.metric_curves(queries.step_metric_series(con, run_id, chosen)), key="metrics")
+@ui.refreshing(started_active, ui.CHART_REFRESH_S)
+def live_charts(run_id: str) -> None:
+    """The charts: redrawn only when the run reported something new, at most every few seconds
+    (a browser on a busy machine could otherwise never finish drawing one set before the next)."""
+    con = ui.cursor()
+    run = queries.get_run(con, run_id)
+    if run is None:
+        return
+    version = queries.run_version(con, run_id)
+    with ui.steady("steady-live-charts"):
+        if version[1] is not None:  # a step has been reported
+            draw_charts(con, run, version)
+        with st.expander("Last log lines", expanded=run["status"] == "failed" or version[1] is None):
+            st.code("\n".join(RunDir(svc.runs_dir / run_id).tail_log(15)) or "(no output yet)", language="text")
 
-    with st.expander("Last log lines", expanded=status == "failed"):
-        lines = RunDir(svc.runs_dir / run_id).tail_log(15)
-        st.code("\n".join(lines) or "(no output yet)", language="text")
+
+def draw_charts(con, run: dict, version) -> None:
+    run_id = run["run_id"]
+    steps = ui.remembered(f"steps-{run_id}", version, lambda: queries.step_metrics(con, run_id))
+    states = ui.remembered(f"states-{run_id}", version, lambda: queries.sensitive_states(con, run_id))
+    shown = live.panels(run["kind"], steps, states)
+    thin = downsample(steps)
+    figures = ui.remembered(f"figures-{run_id}", version, build=lambda: {
+        "rates": charts.rates_curve(thin),
+        "vetoes": charts.veto_counts(thin) if shown.vetoes else None,
+        "components": charts.reward_components(downsample(queries.reward_components_per_step(con, run_id), by="component")),
+        "updates": charts.update_counts(thin, clipped=shown.clipped) if shown.updates else None,
+    })
+    left, right = st.columns(2)
+    ui.chart(figures["rates"], "rates", left)
+    ui.chart(figures["components"], "components", right)
+
+    # More panels on demand: each one drawn only when asked for (the page stays quick to draw).
+    more = st.pills("More panels", MORE_PANELS, selection_mode="multi", key="panels", bind="query-params")
+    if "Vetoes" in more:
+        if figures["vetoes"] is None:
+            st.caption("This engine has no guarded scorer: nothing is vetoed.")
+        else:
+            ui.chart(figures["vetoes"], "vetoes")
+    if "Policy" in more:
+        if not shown.action_distribution:
+            st.caption("This run records no action distribution at sensitive states.")
+        else:
+            left, right = st.columns(2)
+            state = states[0] if len(states) == 1 else right.selectbox("Sensitive state", states, key="state")
+            ui.chart(ui.remembered(f"dist-{run_id}-{state}", version, build=lambda: (
+                charts.action_distribution(queries.action_distribution(con, run_id, state), state))), "dist", left)
+    if "Updates" in more:
+        if figures["updates"] is None:
+            st.caption("This engine applies no updates (it scores attempts only).")
+        else:
+            ui.chart(figures["updates"], "updates")
+    if "Memory" in more:
+        budget = queries.budget_for_run(con, run_id)
+        ui.chart(ui.remembered(f"memory-{run_id}", version, build=lambda: charts.memory_usage(
+            queries.hardware_samples(con, run_id), estimate_total(budget))), "memory")
+    if "Engine metrics" in more:
+        names = queries.step_metric_names(con, run_id)
+        if not names:
+            st.caption("This engine logs no metrics of its own.")
+        else:
+            c1, c2, c3 = st.columns([3, 1, 1])
+            chosen = c1.multiselect("Engine metrics", names, default=live.preferred_metrics(names), key=f"metrics-{run_id}")
+            weight = c2.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key="smoothing", help="Exponential moving average, as in W&B.")
+            log_y = c3.toggle("Log scale", key="log-y")
+            options = (version, tuple(chosen), weight, log_y)
+            ui.chart(ui.remembered(f"metrics-{run_id}", options, lambda: charts.metric_curves(
+                smooth(downsample(queries.step_metric_series(con, run_id, chosen), by="name"), "value", weight, by="name"),
+                log_y=log_y)), "metrics")
 
 
 with ui.shown_errors("draw the live run"):
-    live_panel(run_id)
+    live_header(run_id)
+    live_charts(run_id)

@@ -1,113 +1,173 @@
-"""Compare: any set of runs overlaid; what the guarded scorer changed, and how success was reached."""
+"""Compare: any set of runs overlaid, side by side while they train; what the guarded scorer changed,
+and how success was reached. The runs, the view and the step are in the URL."""
 
 import streamlit as st
 
 import ui
 from agentrl import charts
+from agentrl.analysis import compare, live
+from agentrl.analysis.series import downsample, smooth
 from agentrl.store import queries
-from agentrl.analysis.throughput import throughput_curve
+from ui.pickers import colors_of, legend, runs_picker
 
 svc = ui.page("Compare")
 st.title("Compare runs")
 st.caption("Both scorers can reach full success. The difference is in violations, vetoes and the action "
            "distribution at the sensitive state, where the approval decision lives.")
 
-con = ui.cursor()
-runs = queries.list_runs(con)
+runs = queries.list_runs(ui.cursor())
 ui.stop_without_runs(runs, "No runs yet. Start the outcome-vs-guarded pair on the Launch page.")
-
-labels_all = {row["run_id"]: ui.run_label(row) for _, row in runs.iterrows()}
-default = queries.newest_pair(con) or runs["run_id"].head(2).tolist()
-picked = st.multiselect("Runs", list(labels_all), default=default, format_func=labels_all.get,
-                        help="Defaults to the newest outcome-only / guarded pair.")
+picked = runs_picker(runs, queries.newest_pair(ui.cursor()) or runs["run_id"].head(1).tolist(),
+                     help="Defaults to the newest outcome-only / guarded pair launched together.")
 if not picked:
     st.info("Pick at least one run.")
     st.stop()
-labels = {run_id: labels_all[run_id].split(" · ")[0] + f" ({labels_all[run_id].split(' · ')[1]})" for run_id in picked}
-if len(set(labels.values())) < len(labels):  # same name and scorer twice: fall back to the ids
-    labels = {run_id: run_id for run_id in picked}
+labels = compare.run_labels(runs, picked)
+colors = colors_of(runs[runs["run_id"].isin(picked)])
+legend(labels, colors)
+active = any(live.is_active(s) for s in runs.set_index("run_id").loc[picked, "status"])
 
-with ui.shown_errors("draw the rates"):
-    steps = queries.steps_for_runs(con, picked)
+VIEWS = ["Rates", "Action distribution", "Vetoes and clipping", "Reward components", "Engine metrics", "Held-out",
+         "Imitation ladder", "Throughput"]
+
+
+@ui.refreshing(active, ui.CHART_REFRESH_S)
+def comparison(picked: list[str]) -> None:
+    con = ui.cursor()
+    version = tuple(queries.run_version(con, r) for r in picked)
+    progress = {r: queries.progress(con, r) for r in picked}
+    with ui.steady("steady-compare"):
+        cols = st.columns(len(picked))  # the runs side by side: where each one is
+        for col, run_id in zip(cols, picked):
+            p = progress[run_id]
+            col.progress(p["done"] / p["total"] if p["total"] else 0.0,
+                         text=f"{labels[run_id]}: step {p['done']} of {p['total']} · {p['status']}")
+        view = st.segmented_control("View", VIEWS, default="Rates", key="view", bind="query-params",
+                                    help="One view at a time, so the page draws quickly; the URL keeps it.")
+        steps = ui.remembered("compare-steps", version, lambda: queries.steps_for_runs(con, picked))
+        with ui.shown_errors(f"draw {view or 'the view'}"):
+            DRAW.get(view, lambda *a: None)(con, picked, version, steps)
+    if active and not any(live.is_active(p["status"]) for p in progress.values()):
+        st.rerun(scope="app")  # every run ended: redraw once, without the refresh
+
+
+def smoothing_controls(key: str):
+    c1, c2, _ = st.columns([1, 1, 2])
+    weight = c1.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key=f"smoothing-{key}", help="Exponential moving average, as in W&B.")
+    log_y = c2.toggle("Log scale", key=f"log-{key}", help="For counters and metrics that span orders of magnitude.")
+    return weight, log_y
+
+
+def draw_rates(con, picked, version, steps) -> None:
+    weight, _ = smoothing_controls("rates")
+    thin = downsample(steps, by="run_id")
     left, right = st.columns(2)
-    left.plotly_chart(charts.rate_overlay(steps, "success_rate", "Success rate", labels), key="success")
-    right.plotly_chart(charts.rate_overlay(steps, "violation_rate", "Violation rate", labels), key="violation")
+    ui.chart(charts.rate_overlay(smooth(thin, "success_rate", weight, by="run_id"), "success_rate", "Success rate",
+                                 labels, colors), "success", left)
+    ui.chart(charts.rate_overlay(smooth(thin, "violation_rate", weight, by="run_id"), "violation_rate",
+                                 "Violation rate", labels, colors), "violation", right)
 
-st.subheader("Action distribution at the sensitive states")
-with ui.shown_errors("draw the action distributions"):
+
+def draw_distributions(con, picked, version, steps) -> None:
     states = queries.sensitive_states_for_runs(con, picked)
     if not states:
-        st.info("These runs recorded no action distributions.")
+        st.info("These runs recorded no action distributions at sensitive states.")
+        return
+    c1, c2, c3 = st.columns([1, 1, 2])
+    state = c1.selectbox("State", states, key="state", bind="query-params", help="A decision point of the runs' task (the refund task's is known_high, where the approval decision lives).")
+    a_run = c2.selectbox("A", picked, index=0, format_func=labels.get, key="a", help="The difference is B − A.")
+    b_options = [r for r in picked if r != a_run] or picked
+    b_run = c2.selectbox("B", b_options, index=0, format_func=labels.get, key="b")
+    history = ui.remembered(f"history-{state}", version, lambda: queries.action_probs_for_runs(con, picked, state))
+    start = compare.common_step(history, picked) or 0
+    last = int(history["step"].max()) if not history.empty else 0
+    step = c3.slider("Step", 0, max(last, 1), start, key="step", bind="query-params",
+                     help="0 is the starting (cloned) policy. Starts at the last step every picked run has reached.")
+    at_step = history[history["step"] == step]
+    left, right = st.columns(2)
+    ui.chart(charts.action_bars_by_run(at_step, state, step, labels, colors), "bars", left)
+    diff = compare.action_difference(at_step, a_run, b_run, labels, step)
+    if diff.missing:
+        right.info(f"No difference at step {step}: {diff.missing}")
     else:
-        c1, c2, c3 = st.columns([1, 1, 2])
-        state = c1.selectbox("State", states, help="A decision point of the runs' task (the refund task's is known_high, where the approval decision lives).")
-        a_run = c2.selectbox("A", picked, index=0, format_func=labels.get, help="The difference is B − A.")
-        b_options = [r for r in picked if r != a_run] or picked
-        b_run = c2.selectbox("B", b_options, index=0, format_func=labels.get)
-        history = queries.action_probs_for_runs(con, picked, state)
-        last_step = int(history["step"].max()) if not history.empty else 0
-        step = c3.slider("Step", 0, max(last_step, 1), last_step, help="0 is the starting (cloned) policy.")
-        at_step = history[history["step"] == step]
-        left, right = st.columns(2)
-        left.plotly_chart(charts.action_bars_by_run(at_step, state, step, labels), key="bars")
-        a = at_step[at_step["run_id"] == a_run].set_index("action")["prob"]
-        b = at_step[at_step["run_id"] == b_run].set_index("action")["prob"]
-        diff = (b - a).dropna().rename("diff").reset_index()
-        right.plotly_chart(charts.action_difference(diff, state, step, "B − A"), key="diff")
-        cols = st.columns(min(len(picked), 3))
-        for i, run_id in enumerate(picked):
-            part = history[history["run_id"] == run_id]
-            cols[i % len(cols)].plotly_chart(charts.action_drift_heatmap(part, state, labels[run_id]), key=f"drift-{i}")
+        ui.chart(charts.action_difference(diff.frame, state, step, f"{labels[b_run]} − {labels[a_run]}"), "diff", right)
+    cols = st.columns(min(len(picked), 3))
+    for i, run_id in enumerate(picked):
+        part = history[history["run_id"] == run_id]
+        ui.chart(charts.action_drift_heatmap(part, state, labels[run_id]), f"drift-{i}", cols[i % len(cols)])
 
-st.subheader("Vetoes, clipping and reward components")
-with ui.shown_errors("draw the counters"):
-    left, right = st.columns(2)
-    left.plotly_chart(charts.count_overlay(steps, "vetoed", "Vetoed rollouts per step", labels), key="vetoed")
-    right.plotly_chart(charts.count_overlay(steps, "vetoed_updates", "Vetoed updates per step (audit, must be 0)", labels),
-                       key="vetoed-updates")
-    left, right = st.columns(2)
-    left.plotly_chart(charts.clipped_by_epoch_bars(queries.clipped_by_epoch_for_runs(con, picked), labels), key="clipped")
-    right.plotly_chart(charts.components_overlay(queries.reward_components_for_runs(con, picked), labels), key="components")
 
-st.subheader("Held-out evaluation (greedy, latest)")
-with ui.shown_errors("show the held-out evaluation"):
+def draw_vetoes(con, picked, version, steps) -> None:
+    thin = downsample(steps, by="run_id")
+    left, right = st.columns(2)
+    ui.chart(charts.count_overlay(thin, "vetoed", "Vetoed rollouts per step", labels, colors), "vetoed", left)
+    ui.chart(charts.count_overlay(thin, "vetoed_updates", "Vetoed updates per step (audit, must be 0)", labels,
+                                  colors), "vetoed-updates", right)
+    clipped = queries.clipped_by_epoch_for_runs(con, picked)
+    if clipped.empty or not (clipped["clipped"] > 0).any():
+        st.caption("No picked run clipped a transition.")
+    else:
+        ui.chart(charts.clipped_by_epoch_bars(clipped, labels, colors), "clipped")
+
+
+def draw_components(con, picked, version, steps) -> None:
+    components = ui.remembered("compare-components", version, lambda: queries.reward_components_for_runs(con, picked))
+    ui.chart(charts.components_overlay(downsample(components, by=["run_id", "component"]), labels, colors), "components")
+
+
+def draw_metrics(con, picked, version, steps) -> None:
+    names = queries.step_metric_names_for_runs(con, picked)
+    if not names:
+        st.info("These runs logged no engine metrics (TRL's kl, entropy, ... appear here for language-model runs).")
+        return
+    name = st.selectbox("Metric", names, index=names.index(live.preferred_metrics(names, 1)[0]), key="metric",
+                        bind="query-params")
+    weight, log_y = smoothing_controls("metric")
+    series = downsample(queries.step_metric_for_runs(con, picked, name), by="run_id")
+    ui.chart(charts.metric_overlay(smooth(series, "value", weight, by="run_id"), name, labels, colors, log_y=log_y), "metric-chart")
+
+
+def draw_held_out(con, picked, version, steps) -> None:
     held_out = queries.held_out_for_runs(con, picked)
     if held_out.empty:
         st.info("No held-out evaluation recorded yet.")
-    else:
-        held_out = held_out.assign(run=held_out["run_id"].map(labels), actions=held_out["actions"].map(", ".join))
-        wide = held_out.pivot_table(index="task_id", columns="run", values=["actions", "success", "violation"],
-                                    aggfunc="first")
-        wide.columns = [f"{run}: {what}" for what, run in wide.columns]
-        order = [labels[r] for r in picked]
-        wide = wide[sorted(wide.columns, key=lambda c: (order.index(c.rsplit(": ", 1)[0]), c.rsplit(": ", 1)[1]))]
-        ui.table(wide.reset_index(), key="held-out", name="held_out")
+        return
+    st.caption("Greedy, each run's latest evaluation: ✓ succeeded, ✗ failed, ⚠ violated the approval rule.")
+    ui.table(compare.held_out_summary(held_out, labels), key="held-out-summary", name="held_out_summary")
+    ui.table(compare.held_out_table(held_out, labels), key="held-out", name="held_out")
 
-st.subheader("Imitation ladder")
-with ui.shown_errors("show the imitation ladder"):
+
+def draw_ladder(con, picked, version, steps) -> None:
+    shown = False
     for run_id in picked:
-        ladder = queries.imitation_policy(con, run_id)
-        if ladder.empty:
+        stages = compare.ladder_stages(queries.imitation_policy(con, run_id), queries.ladder_evals(con, run_id))
+        if not stages:
             continue
-        with st.expander(f"{labels[run_id]}: the cloned policy" + (" and its DAgger round" if (ladder["stage"] == "dagger").any() else "")):
-            evals = queries.ladder_evals(con, run_id)
-            for stage in ladder["stage"].unique():
-                part = ladder[ladder["stage"] == stage].pivot_table(index="state", columns="action", values="prob")
-                stage_evals = evals[evals["stage"] == stage]
-                st.markdown(f"**{stage}** · held-out {int(stage_evals['success'].sum())} of {len(stage_evals)} succeed")
-                ui.table(part.round(3).reset_index(), key=f"ladder-{run_id}-{stage}", name=f"{run_id}-{stage}-policy")
-            labels_df = queries.imitation_labels(con, run_id)
-            if not labels_df.empty:
-                st.markdown("**New DAgger labels** (state → expert action)")
-                ui.table(labels_df, key=f"labels-{run_id}", name=f"{run_id}-dagger-labels")
+        shown = True
+        st.markdown(f"**{labels[run_id]}**: the cloned policy" + (" and its DAgger round" if len(stages) > 1 else ""))
+        for stage in stages:
+            st.caption(f"{stage.stage} · held-out {stage.succeeded} of {stage.evaluated} succeed")
+            ui.table(stage.policy, key=f"ladder-{run_id}-{stage.stage}", name=f"{run_id}-{stage.stage}-policy")
+        labels_df = queries.imitation_labels(con, run_id)
+        if not labels_df.empty:
+            st.markdown("**New DAgger labels** (state → expert action)")
+            ui.table(labels_df, key=f"labels-{run_id}", name=f"{run_id}-dagger-labels")
+    if not shown:
+        st.info("None of these runs started from an imitation ladder (only the tabular engine clones a policy first).")
 
-st.subheader("Throughput model")
-with ui.shown_errors("draw the throughput model"):
+
+def draw_throughput(con, picked, version, steps) -> None:
     totals = queries.totals_for_runs(con, picked)
-    curves = {r.run_id: throughput_curve(int(r.transitions), int(r.updates)) for r in totals.itertuples() if r.transitions}
     left, right = st.columns([3, 2])
-    left.plotly_chart(charts.throughput_model(curves, labels), key="throughput")
+    ui.chart(charts.throughput_model(compare.throughput_curves(totals), labels, colors), "throughput", left)
     with right:
         st.caption("SPEC section 9: environment step 0.300 s, sampling 0.030 s, update 0.002 s per event; "
                    "a model from each run's own totals, not a measurement.")
         ui.table(totals.assign(run=totals["run_id"].map(labels)), key="totals", name="run_totals")
+
+
+DRAW = {"Rates": draw_rates, "Action distribution": draw_distributions, "Vetoes and clipping": draw_vetoes,
+        "Reward components": draw_components, "Engine metrics": draw_metrics, "Held-out": draw_held_out,
+        "Imitation ladder": draw_ladder, "Throughput": draw_throughput}
+
+comparison(picked)

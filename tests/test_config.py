@@ -152,3 +152,19 @@ def test_json_schema_documents_every_field_of_every_engine():
         assert set(definition["properties"]) == set(engine.config_type.model_fields)
         assert all(prop.get("description") for prop in definition["properties"].values()), engine.kind
         assert definition["additionalProperties"] is False
+
+
+def test_form_problems_name_fields_by_their_labels_in_words():
+    """Issue 13, finding 10: the Launch form says 'Group size: must be at least 2', not `group_size`."""
+    from agentrl.config import load_preset
+
+    with pytest.raises(ConfigError) as caught:
+        make_config(group_size=0, rounds=3.7)
+    problems = {p.path: (p.label, p.message) for p in caught.value.problems}
+    assert problems == {"group_size": ("Group size", "must be at least 2 (you entered 0)"),
+                        "rounds": ("Rounds", "must be a whole number (you entered 3.7)")}
+    lm = load_preset("lm-refund-outcome").model_dump()
+    with pytest.raises(ConfigError) as caught:
+        make_config(**dict(lm, lm=dict(lm["lm"], tasks_per_step=0)))
+    (problem,) = caught.value.problems
+    assert (problem.path, problem.label) == ("lm.tasks_per_step", "Tasks per step")

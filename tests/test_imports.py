@@ -11,7 +11,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "agentrl"
 
 LIBRARY = ["agentrl.engines.tabular.training", "agentrl.store.ingest", "agentrl.launcher", "agentrl.engines.tabular.engine",
-           "agentrl.store.queries", "agentrl.cli", "agentrl.engines.registry", "agentrl.review.gate"]
+           "agentrl.store.queries", "agentrl.cli", "agentrl.engines.registry", "agentrl.review.gate",
+           "agentrl.analysis.compare", "agentrl.analysis.live", "agentrl.analysis.hardware", "agentrl.analysis.runs",
+           "agentrl.review.transcript", "agentrl.store.curation"]
 CORE = ["agentrl.engines.tabular.policy", "agentrl.tasks.refund.gym", "agentrl.tasks.refund.tasksets",
         "agentrl.tasks.refund.rollout", "agentrl.engines.tabular.imitation", "agentrl.tasks.refund.scoring",
         "agentrl.engines.tabular.training", "agentrl.analysis.throughput", "agentrl.config"]
@@ -47,3 +49,20 @@ def test_only_the_charts_module_imports_plotly():
     pattern = re.compile(r"^\s*(import|from)\s+plotly\b", re.MULTILINE)
     importers = [p.name for p in PACKAGE.rglob("*.py") if pattern.search(p.read_text())]
     assert set(importers) <= {"charts.py"}
+
+
+PAGES = [PACKAGE.parent / "app.py", *sorted((PACKAGE.parent / "pages").glob("*.py"))]
+
+
+def test_no_page_imports_an_engine_module_or_runs_sql():
+    """Pages are thin: they ask agentrl (the engine registry at most) and draw (issue 9, item 5)."""
+    engine = re.compile(r"^\s*(import|from)\s+agentrl\.engines\.(?!registry\b)", re.MULTILINE)
+    sql = re.compile(r"\.execute\(|\bSELECT\b|\bINSERT\b")
+    assert [p.name for p in PAGES if engine.search(p.read_text())] == []
+    assert [p.name for p in PAGES if sql.search(p.read_text())] == []
+
+
+def test_no_module_is_over_500_lines():
+    long = {str(p.relative_to(PACKAGE.parent)): n for p in [*PACKAGE.rglob("*.py"), *PAGES, *(PACKAGE.parent / "ui").glob("*.py")]
+            if (n := len(p.read_text().splitlines())) > 500}
+    assert long == {}

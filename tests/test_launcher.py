@@ -253,3 +253,13 @@ def test_cancel_kills_a_run_that_ignores_the_stop_request_after_the_grace_period
     assert status["status"] == "cancelled"
     assert "grace period" in status["error"]
     assert wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10)
+
+
+def test_pair_configs_are_the_same_settings_with_each_scorer():
+    from agentrl.config import load_preset
+    from agentrl.launcher import pair_configs
+
+    outcome, guarded = pair_configs(load_preset("refund-guarded").model_copy(update={"rounds": 7}))
+    assert (outcome.name, outcome.scorer, guarded.name, guarded.scorer) == ("refund-outcome", "outcome", "refund-guarded", "guarded")
+    assert outcome.model_dump(exclude={"name", "scorer"}) == guarded.model_dump(exclude={"name", "scorer"})
+    assert outcome.rounds == 7

@@ -1,10 +1,12 @@
 """The dashboard's one Streamlit helper: the cached store and launcher, the background ingest
-loop, and the page frame (title, sidebar, error handling).
+loop, and the page frame (title, sidebar, error handling, refreshing panels).
 
 app.py and pages/ -> **ui** -> agentrl. The dashboard process is the store's only writer: the
-first page view opens `<runs_dir>/agentrl.duckdb`, and a daemon thread reconciles run liveness
-and ingests new chunks every half second. Pages query through `cursor()` (one DuckDB cursor
-per call, so Streamlit's script threads never share one).
+first page view opens `<runs_dir>/agentrl.duckdb`, and a daemon thread reconciles run liveness,
+ingests new chunks, assigns new runs their colour and samples the machine's CPU every quarter
+second. Pages query through `cursor()` (one DuckDB cursor per call, so Streamlit's script threads
+never share one). The run pickers every page shares live in `ui.pickers`; the Launch form in
+`ui.forms`.
 """
 
 from __future__ import annotations
@@ -18,14 +20,18 @@ from pathlib import Path
 import duckdb
 import streamlit as st
 
+from agentrl import charts
+from agentrl.analysis.hardware import CpuMeter
 from agentrl.launcher import Launcher
 from agentrl.record.rundir import RunsDirError, default_runs_dir, ensure_writable
+from agentrl.store import queries
 from agentrl.store.db import StoreError, damaged, hold_runs_dir, is_damage, release_runs_dir
-from agentrl.store.watch import CommitWatch
 from agentrl.store.ingest import BackgroundIngest, Ingestor, connect
+from agentrl.store.watch import CommitWatch
 
 INGEST_INTERVAL_S = 0.25
-LIVE_REFRESH_S = 1.0
+LIVE_REFRESH_S = 1.0  # progress and counters of a running run
+CHART_REFRESH_S = 3.0  # its charts: a browser on a busy machine needs seconds to draw a set
 
 
 @dataclass
@@ -35,6 +41,7 @@ class Services:
     ingestor: Ingestor
     launcher: Launcher
     loop: BackgroundIngest
+    cpu: CpuMeter
 
 
 @st.cache_resource(show_spinner=False)
@@ -48,10 +55,13 @@ def _services(runs_dir: str) -> Services:
         raise
     ingestor = Ingestor(con, path)
     launcher = Launcher(path)
+    cpu = CpuMeter()
 
     def tick() -> None:
+        cpu.sample()
         launcher.reconcile()
         ingestor.ingest()
+        queries.assign_run_colors(con)  # a run's colour is fixed the first time it is seen
 
     tick()  # the first page shows what is already on disk
     # Woken by a run's new commit, not only by the clock: a logged step is on the page sooner.
@@ -62,7 +72,7 @@ def _services(runs_dir: str) -> Services:
         con.close()
 
     atexit.register(shutdown)
-    return Services(path, con, ingestor, launcher, loop)
+    return Services(path, con, ingestor, launcher, loop, cpu)
 
 
 def services() -> Services:
@@ -95,6 +105,10 @@ def page(title: str) -> Services | None:
         st.error(f"The run store is unavailable: {error}")
         st.stop()
         return None
+    # A panel that refreshes itself every second must not dim while it does (Streamlit fades a
+    # stale element after half a second): panels drawn inside `steady()` never fade.
+    st.html("<style>[class*='st-key-steady'] [data-stale='true'], [data-stale='true']:has([class*='st-key-steady'])"
+            " { opacity: 1 !important; transition: none !important; }</style>")
     with st.sidebar:
         st.caption(f"Runs directory: `{svc.runs_dir}`")
         if svc.loop.last_error:
@@ -114,19 +128,6 @@ def shown_errors(what: str):
             error = damaged(services().runs_dir / "agentrl.duckdb", error)
         st.error(f"Could not {what}: {error}" if isinstance(error, StoreError) else
                  f"Could not {what}: {type(error).__name__}: {error}")
-
-
-def run_label(row) -> str:
-    return f"{row['name']} · {row['scorer']} · {row['run_id']}"
-
-
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = int(round(seconds))
-    minutes, secs = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def table(df, key: str, name: str, **dataframe_kwargs):
@@ -174,3 +175,59 @@ def stop_without_runs(runs, message: str = "No runs yet. Start one on the Launch
         st.info(message)
         st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
         st.stop()
+
+
+def steady(key: str = "steady"):
+    """A container whose elements never fade while a refresh redraws them (see `page`). Keys
+    must start with 'steady'."""
+    if not key.startswith("steady"):
+        raise ValueError("a steady container's key starts with 'steady'")
+    return st.container(key=key)
+
+
+def refreshing(active: bool, interval: float = LIVE_REFRESH_S):
+    """`st.fragment` that reruns itself every `interval` seconds while `active`, and not at all
+    otherwise: a page about finished runs sends nothing more once drawn."""
+    return st.fragment(run_every=interval if active else None)
+
+
+def remembered(name: str, version, build):
+    """`build()`, or what it returned the last time in this session for the same `version`: a
+    refresh that finds nothing new re-sends identical charts, which the browser keeps in place
+    (a chart whose figure changed is drawn anew)."""
+    slot = st.session_state.setdefault("_remembered", {})
+    if name in slot and slot[name][0] == version:
+        return slot[name][1]
+    value = build()
+    slot[name] = (version, value)
+    return value
+
+
+def chart(figure, key: str, where=None) -> None:
+    """`st.plotly_chart` for a panel that refreshes itself. Streamlit names a chart by its figure,
+    so a chart with new data is a new element; replaced in place inside a fragment, the old one
+    was kept hidden in the page (one more per refresh, until the next full run). In a container
+    named by the figure's fingerprint, the whole container is replaced instead and nothing is
+    left behind; an unchanged figure keeps its container and its chart, untouched."""
+    with (where or st).container(key=f"{key}-{charts.fingerprint(figure):08x}"):
+        st.plotly_chart(figure, key=key)
+
+
+def watch(name: str, version, interval: float = 2.0) -> None:
+    """Redraw the whole page when `version()` changes, checked every `interval` seconds by a
+    cheap query: another person's decision, a run that started, stepped or ended. Call it before
+    the page handles its own buttons, so this session's own changes do not redraw it twice."""
+    slot = f"_watch-{name}"
+    st.session_state[slot] = version()  # the page as drawn now
+
+    @st.fragment(run_every=interval)
+    def _watch() -> None:
+        if version() != st.session_state.get(slot):
+            st.rerun(scope="app")
+
+    _watch()
+
+
+def watch_decisions(interval: float = 2.0) -> None:
+    """Redraw when anyone, in any browser session, records a review, a fixture, a promotion or a run note."""
+    watch("decisions", lambda: queries.decisions_version(cursor()), interval)

@@ -62,9 +62,11 @@ def _widget(container, model_type: type[BaseModel], name: str, value: Any, key: 
     if annotation is bool:
         return container.checkbox(label, value=bool(value), help=help_text, key=key)
     if annotation is int:
-        got = container.number_input(label, value=None if value is None else int(value), step=1, format="%d",
+        # A number field that accepts any number: 3.7 typed into a whole-number field reaches
+        # validation and is refused by name, instead of the widget quietly making it 3.
+        got = container.number_input(label, value=None if value is None else float(value), step=1.0, format="%g",
                                      help=help_text + (" Empty: the default." if optional else ""), key=key)
-        return None if got is None else int(got)
+        return None if got is None else (int(got) if float(got).is_integer() else got)
     if annotation is float:
         return container.number_input(label, value=None if value is None else float(value), format="%g",
                                       help=help_text + (" Empty: the default." if optional else ""), key=key)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from agentrl.config.base import CONFIG_SCHEMA_VERSION, ConfigError, RunConfig, TaskSpec, one_line, reject_duplicate_keys
+from agentrl.config.base import CONFIG_SCHEMA_VERSION, ConfigError, RunConfig, TaskSpec, one_line, problems, reject_duplicate_keys
 from agentrl.paths import PRESETS_DIR, SCHEMAS_DIR
 
 SCHEMA_PATH = SCHEMAS_DIR / "run_config.schema.json"
@@ -41,7 +41,7 @@ def make_config(**values: Any) -> RunConfig:
     try:
         config = engine.config_type(**values)
     except ValidationError as error:
-        raise ConfigError(one_line(error, engine.config_type)) from None
+        raise ConfigError(one_line(error, engine.config_type), problems(error, engine.config_type)) from None
     except TypeError as error:  # keyword names that are not strings
         raise ConfigError(f"invalid run config: {error}") from None
     if config.scorer not in engine.scorers:

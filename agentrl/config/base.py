@@ -10,6 +10,8 @@ declared by that engine with its own help text. `agentrl.config` picks the class
 from __future__ import annotations
 
 import math
+import typing
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -20,7 +22,24 @@ CONFIG_SCHEMA_VERSION = 1
 
 
 class ConfigError(ValueError):
-    """A config that cannot start a run; the message says what to change, on one line."""
+    """A config that cannot start a run; the message says what to change, on one line.
+
+    `problems` lists the fields at fault as a form names them (the Launch page shows those; the
+    command line shows the message, which names the config keys)."""
+
+    def __init__(self, message: str, problems: list[Problem] | None = None):
+        super().__init__(message)
+        self.problems = list(problems or [])
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One invalid field: its key path ('lm.tasks_per_step'), its label ('Tasks per step'), and
+    what is wrong in words ('must be at least 1 (you entered 0)')."""
+
+    path: str
+    label: str
+    message: str
 
 
 # Every field's value is a plain JSON value; `strict` refuses `true` for an int and "3" for a
@@ -112,6 +131,55 @@ def one_line(error: ValidationError, config_type: type[BaseModel] | None = None)
             message += f" (got {value!r})"
         parts.append(f"{where}: {message}")
     return "invalid run config: " + "; ".join(parts)
+
+
+def _nested_type(model_type, name: str):
+    """The Settings class of field `name` of `model_type` (for `X | None` too), or None."""
+    field = getattr(model_type, "model_fields", {}).get(name)
+    if field is None:
+        return None
+    for candidate in (field.annotation, *typing.get_args(field.annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _in_words(item: dict) -> str:
+    """A pydantic error as a person reads it next to a form field."""
+    ctx, kind, value = item.get("ctx") or {}, item["type"], item.get("input")
+    said = {
+        "greater_than": lambda: f"must be more than {ctx.get('gt')}",
+        "greater_than_equal": lambda: f"must be at least {ctx.get('ge')}",
+        "less_than": lambda: f"must be less than {ctx.get('lt')}",
+        "less_than_equal": lambda: f"must be at most {ctx.get('le')}",
+        "int_type": lambda: "must be a whole number",
+        "int_from_float": lambda: "must be a whole number",
+        "float_type": lambda: "must be a number",
+        "string_too_short": lambda: "must not be empty",
+        "extra_forbidden": lambda: "unknown setting; remove it or check its spelling",
+    }.get(kind)
+    message = said() if said else item["msg"].removeprefix("Value error, ")
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number (you entered {value!r})"
+    if kind != "extra_forbidden" and value is not None and not isinstance(value, (dict, list)):
+        message += f" (you entered {value!r})"
+    return message
+
+
+def problems(error: ValidationError, config_type: type[BaseModel]) -> list[Problem]:
+    """Each invalid field of `error`, labelled as the Launch form labels it (nested settings too)."""
+    found = []
+    for item in error.errors():
+        loc = [str(p) for p in item["loc"]]
+        owner, label = config_type, None
+        for part in loc:
+            if owner is None or not hasattr(owner, "label"):
+                break
+            label = owner.label(part)
+            owner = _nested_type(owner, part)
+        label = (label or ".".join(loc) or "config")
+        found.append(Problem(".".join(loc), label[:1].upper() + label[1:], _in_words(item)))
+    return found
 
 
 def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -15,6 +15,8 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from agentrl.engines.registry import PolicySupport, get_engine, resolve_entry
 from agentrl.monitor import store_onset
 from agentrl.store import decisions, queries
@@ -59,6 +61,9 @@ class GateCheck:
 class GateReport:
     run_id: str
     checks: list[GateCheck] = field(default_factory=list)
+    # The review check's sample, exactly the rows it counted (step, traj_idx, task_id, actions,
+    # reward, violation, eligible, verdict); None when the run has no policy to review.
+    sample: pd.DataFrame | None = field(default=None, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -69,7 +74,16 @@ class GateReport:
         return [c for c in self.checks if not c.passed]
 
     def to_json(self) -> str:
-        return json.dumps({"passed": self.passed, "checks": [asdict(c) for c in self.checks]}, sort_keys=True)
+        sample = [] if self.sample is None else [
+            {"step": int(r.step), "traj_idx": int(r.traj_idx), "verdict": r.verdict} for r in self.sample.itertuples()]
+        return json.dumps({"passed": self.passed, "checks": [asdict(c) for c in self.checks], "sample": sample},
+                          sort_keys=True)
+
+
+def checks_table(report: GateReport) -> pd.DataFrame:
+    """The report as a table: check, result ('pass' or 'FAIL'), figure, detail."""
+    return pd.DataFrame([{"check": c.name, "result": "pass" if c.passed else "FAIL", "figure": c.figure,
+                          "detail": c.detail} for c in report.checks], columns=["check", "result", "figure", "detail"])
 
 
 def probe_tasks(con) -> list[Task]:
@@ -155,7 +169,7 @@ def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = Gat
     onset = store_onset(con, run_id)
     checks.append(GateCheck("no hacking onset", onset is None, "none" if onset is None else f"onset at step {onset.step}",
                             "" if onset is None else onset.message))
-    return GateReport(run_id, checks)
+    return GateReport(run_id, checks, sample=top)
 
 
 def _sha256(path: Path) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from agentrl.store import decisions, queries
 from agentrl.tasks.refund.gym import Task
 from agentrl.tasks.refund.rollout import replay
@@ -84,3 +86,39 @@ def check_fixtures(con, scorer_name: str) -> list[FixtureCheck]:
         score = scorer(replay(task, list(f["actions"])))
         checks.append(FixtureCheck(int(f["fixture_id"]), f["task_id"], list(f["actions"]), score.reward, score.eligible))
     return checks
+
+
+def fixtures_table(con, kind: str, scorer: str) -> pd.DataFrame:
+    """Every exploit fixture as the Review page lists it, what matters first: whether this run's
+    scorer would admit it as eligible (only for engines whose policy the gate judges), its task,
+    its actions and why it was stored; where it came from after that."""
+    from agentrl.engines.registry import UnknownEngineError, get_engine
+
+    fixtures = queries.all_fixtures(con)
+    if fixtures.empty:
+        return fixtures
+    table = fixtures.assign(actions=fixtures["actions"].map(" → ".join))
+    front = ["fixture_id"]
+    try:
+        judged = get_engine(kind).policy is not None
+    except UnknownEngineError:
+        judged = False
+    if judged:
+        column = f"eligible under '{scorer}'"
+        checked = {c.fixture_id: c.eligible for c in check_fixtures(con, scorer)}
+        table[column] = table["fixture_id"].map(checked)
+        front.append(column)
+    front += ["task_id", "actions", "note"]
+    return table[front + [c for c in table.columns if c not in front]]
+
+
+# What a reviewer decides on, first; the rest after (a narrow table still shows the verdict).
+TRAJECTORY_COLUMNS = ("step", "traj_idx", "task_id", "reward", "verdict", "violation", "eligible", "actions", "success",
+                      "vetoed", "duplicate_effect", "updated", "reviews", "amount")
+
+
+def trajectory_table(found: pd.DataFrame) -> pd.DataFrame:
+    """Trajectories (from `find_trajectories` or the gate's sample) as the Review page lists them:
+    the decision's columns first (verdict, violation, eligible, the actions as one line)."""
+    table = found.assign(actions=found["actions"].map(lambda a: " → ".join(a if a is not None else [])))
+    return table[[c for c in TRAJECTORY_COLUMNS if c in table.columns]]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import contextlib
 import time
 from pathlib import Path
 
@@ -22,6 +23,9 @@ import duckdb
 
 from agentrl.paths import SCHEMAS_DIR
 from agentrl.record.rundir import DB_FILENAME
+
+
+Con = duckdb.DuckDBPyConnection  # a connection or a cursor: every query takes one
 
 
 class StoreError(RuntimeError):
@@ -169,3 +173,18 @@ def connect(runs_dir: Path, wait_s: float = 5.0, read_only: bool = False) -> duc
                 raise damaged(path, caught) from None
             raise
     return con
+
+
+@contextlib.contextmanager
+def transaction(con: Con):
+    """A cursor of `con` inside one transaction: committed at the end, rolled back on any error."""
+    cur = con.cursor()
+    try:
+        cur.execute("BEGIN TRANSACTION")
+        yield cur
+        cur.execute("COMMIT")
+    except BaseException:
+        cur.execute("ROLLBACK")
+        raise
+    finally:
+        cur.close()

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from helpers import REPO_ROOT, wait_for
-from test_browser import _first_step, _running_dashboard, _step_counter, browser, dashboard, page  # noqa: F401 - fixtures
+from browsing import first_step as _first_step, running_dashboard as _running_dashboard, step_counter as _step_counter
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from test_browser import _wait_idle, browser, dashboard, page  # noqa: F401 - fixtures
+from browsing import wait_idle as _wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.lm, pytest.mark.slow]
 

@@ -1,128 +1,185 @@
-"""AppTest for every page: no exception, the expected charts and tables, launch validation."""
+"""AppTest of the Runs, Launch, Live and Hardware pages: no exception, the expected charts and
+tables, launch validation, deep links, and issue 13's findings that an AppTest can show."""
 
 from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
-import pytest
-from streamlit.testing.v1 import AppTest
+from apptest import app, figure, figures, no_errors, store, titles
+from conftest import add_run
 
-from agentrl.config import load_preset
-from agentrl.launcher import create_run
 from agentrl.record.rundir import RUNS_DIR_ENV
-from agentrl.engines.tabular.engine import run_tabular
-from agentrl.store.ingest import ingest_once
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _train(runs_dir: Path, preset: str) -> str:
-    run = create_run(runs_dir, load_preset(preset))
-    run_tabular(load_preset(preset), run, log=lambda message: None)
-    return run.run_id
-
-
-@pytest.fixture
-def trained_runs_dir(tmp_path, monkeypatch) -> Path:
-    """A runs directory holding the two preset runs, ingested; the app reads it from the env."""
-    runs_dir = tmp_path / "runs"
-    runs_dir.mkdir()
-    _train(runs_dir, "refund-outcome")
-    _train(runs_dir, "refund-guarded")
-    ingest_once(runs_dir)
-    # The dashboard is configured by environment, exactly as `make run` configures it.
-    monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
-    return runs_dir
-
-
-def _app(path: str) -> AppTest:
-    # Start from the entrypoint, as a browser does, so page links resolve as in the real app.
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    if path != "app.py":
-        at.switch_page(path)
-    return at
-
-
-def _no_errors(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-
-
-def test_overview_lists_runs_newest_first(trained_runs_dir):
-    at = _app("app.py").run()
-    _no_errors(at)
+def test_overview_lists_runs_newest_first_with_final_figures_and_links(trained_runs_dir):
+    at = app("app.py").run()
+    no_errors(at)
     table = at.dataframe[0].value
     assert list(table["name"]) == ["refund-guarded", "refund-outcome"]
     assert set(table["status"]) == {"succeeded"}
+    outcome = table.set_index("name").loc["refund-outcome"]
+    assert (outcome["final success"], outcome["final violation"], outcome["held-out success"]) == (1.0, 0.5, 1.0)
+    assert outcome["live"] == f"Live?run={outcome['run_id']}" and outcome["review"] == f"Review?run={outcome['run_id']}"
+
+
+def test_overview_filters_by_name_and_tag_and_hides_archived_runs(trained_runs_dir):
+    from agentrl.store import curation
+
+    at = app("app.py").run()
+    con = store(trained_runs_dir)
+    ids = dict(zip(at.dataframe[0].value["name"], at.dataframe[0].value["run_id"]))
+    curation.annotate(con, ids["refund-guarded"], tags=["spec"], note="the veto works")
+    at.run()
+    next(t for t in at.text_input if t.label == "Search").input("veto").run()
+    assert list(at.dataframe[0].value["name"]) == ["refund-guarded"]
+    assert at.dataframe[0].value["tags"].tolist() == ["spec"]
+    curation.annotate(con, ids["refund-guarded"], archived=True)
+    at.run()
+    assert at.dataframe[0].value.empty
+    at.toggle(key="archived").set_value(True).run()
+    assert list(at.dataframe[0].value["name"]) == ["refund-guarded"]
 
 
 def test_overview_on_an_empty_store_points_to_launch(tmp_path, monkeypatch):
     monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "empty"))
-    at = _app("app.py").run()
-    _no_errors(at)
+    at = app("app.py").run()
+    no_errors(at)
     assert any("No runs yet" in info.value for info in at.info)
 
 
-def test_live_page_draws_every_chart_for_the_newest_run(trained_runs_dir):
-    at = _app("pages/2_Live.py").run()
-    _no_errors(at)
-    charts = at.get("plotly_chart")
-    # success, violation, vetoes, reward components, action distribution, memory, updates, and the
-    # engine metrics (a tabular run logs its environment workers and the onset monitor's signals)
-    assert len(charts) == 8
-    progress = at.get("progress")[0]
-    assert "Step 30 of 30" in progress.proto.text
+def test_live_page_draws_the_runs_charts_and_more_panels_on_demand(trained_runs_dir):
+    at = app("pages/2_Live.py").run()
+    no_errors(at)
+    # success beside violation, reward components; more on demand (the page draws two charts quickly)
+    assert set(titles(at)) == {"Success and violation rate", "Mean reward components per step"}
+    rates = figure(at, "Success and violation rate")
+    assert [(t["name"], t["color"]) for t in rates["data"]] == [("success", "#2e7d32"), ("violation", "#c62828")]
+    assert "Step 30 of 30" in at.get("progress")[0].proto.text
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["vetoed rollouts"] == "25"  # the guarded run is the newest
     assert metrics["vetoed updates (audit)"] == "0"
+    at.button_group(key="panels").set_value(["Vetoes", "Policy", "Updates", "Memory"]).run()
+    no_errors(at)
+    assert {"Vetoes per step", "Action distribution at known_high (step 30)", "Updates and clipped transitions per step",
+            "Memory"} <= set(titles(at))
 
 
 def test_live_page_shows_the_run_named_in_the_url(trained_runs_dir):
     outcome_id = sorted(p.name for p in trained_runs_dir.iterdir() if "outcome" in p.name)[0]
-    at = _app("pages/2_Live.py")
-    at.query_params["run"] = outcome_id
-    at.run()
-    _no_errors(at)
+    at = app("pages/2_Live.py", run=outcome_id).run()
+    no_errors(at)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["vetoed rollouts"] == "0"
     assert metrics["violation (last step)"] == "50%"
 
 
+def test_live_page_says_when_the_url_names_no_run(trained_runs_dir):
+    """Issue 13, finding 8: a bad deep link is said, not silently replaced."""
+    at = app("pages/2_Live.py", run="nope").run()
+    assert any("There is no run `nope`" in w.value for w in at.warning)
+    assert at.query_params["run"] != "nope"
+
+
 def test_live_page_on_an_empty_store(tmp_path, monkeypatch):
     monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "empty"))
-    at = _app("pages/2_Live.py").run()
-    _no_errors(at)
+    at = app("pages/2_Live.py").run()
+    no_errors(at)
     assert any("No runs yet" in info.value for info in at.info)
+
+
+def test_a_starting_run_says_it_is_loading_instead_of_drawing_empty_charts(trained_runs_dir):
+    """Issue 13, finding 3: before step 1 the page names the phase and the time since launch."""
+    add_run(trained_runs_dir, "starting-lm", "trl", steps=0, status="running", states=False)
+    at = app("pages/2_Live.py", run="starting-lm").run()
+    no_errors(at)
+    assert at.get("plotly_chart") == []
+    (phase,) = [i.value for i in at.info if i.value.startswith("Starting:")]
+    assert "loading the engine and the model" in phase and "since launch" in phase
+    assert at.get("progress")[0].proto.text == "Step 0 of 0 · starting"
+
+
+def test_panels_that_do_not_apply_are_not_drawn_and_steps_tick_whole(trained_runs_dir):
+    """Issue 13, finding 7: a coding run gets no known_high chart; three steps tick 1, 2, 3."""
+    add_run(trained_runs_dir, "coding-run", "coding", states=False)
+    at = app("pages/2_Live.py", run="coding-run").run()
+    no_errors(at)
+    assert figure(at, "Success and violation rate")["layout"]["xaxis"]["dtick"] == 1
+    at.button_group(key="panels").set_value(["Policy", "Updates"]).run()
+    assert not any(t.startswith("Action distribution") for t in titles(at))
+    assert any("records no action distribution" in c.value for c in at.caption)
+    assert any("applies no updates" in c.value for c in at.caption)
+
+
+def test_reward_components_keep_their_colour_from_run_to_run(trained_runs_dir):
+    """Issue 13, finding 5: a component's colour is its own, not its position in the legend."""
+    add_run(trained_runs_dir, "lm-run", "trl")
+    colours = []
+    for run_id in ("lm-run", sorted(p.name for p in trained_runs_dir.iterdir() if "guarded" in p.name)[0]):
+        at = app("pages/2_Live.py", run=run_id).run()
+        colours.append({t["name"]: t["color"] for t in figure(at, "Mean reward components")["data"]})
+    assert colours[0]["step_cost"] == colours[1]["step_cost"] and colours[0]["outcome"] == colours[1]["outcome"]
+    # Hover names every series; the legend sits right of the plot, never over the axis title.
+    layout = figure(at, "Mean reward components")["layout"]
+    assert layout["hovermode"] == "x unified" and layout["legend"]["x"] > 1
 
 
 def test_launch_refuses_an_invalid_config_and_starts_nothing(tmp_path, monkeypatch):
     runs_dir = tmp_path / "runs"
     monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
-    at = _app("pages/1_Launch.py").run()
-    _no_errors(at)
+    at = app("pages/1_Launch.py").run()
+    no_errors(at)
     next(n for n in at.number_input if n.label == "Rounds").set_value(0).run()
-    assert any("rounds" in e.value and "greater than 0" in e.value for e in at.error)
+    assert any("**Rounds**: must be more than 0 (you entered 0)" in e.value for e in at.error)
     start = next(b for b in at.button if b.label == "Start run")
     assert start.disabled  # a browser user cannot start it (AppTest refuses to click it, as a browser would)
     assert not at.exception
     assert [p for p in runs_dir.iterdir() if p.is_dir()] == []
 
 
-def test_launch_starts_the_outcome_vs_guarded_pair(tmp_path, monkeypatch):
+def test_launch_names_fields_by_label_and_refuses_a_fraction_of_a_round(tmp_path, monkeypatch):
+    """Issue 13, finding 10: 3.7 rounds is refused by name, not silently 3; no internal keys."""
+    monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "runs"))
+    at = app("pages/1_Launch.py").run()
+    next(n for n in at.number_input if n.label == "Rounds").set_value(3.7).run()
+    next(n for n in at.number_input if n.label == "Group size").set_value(1).run()
+    (error,) = [e.value for e in at.error]
+    assert "**Rounds**: must be a whole number (you entered 3.7)" in error
+    assert "**Group size**: must be at least 2 (you entered 1)" in error
+    assert "group_size" not in error and "rounds (" not in error
+    assert next(b for b in at.button if b.label == "Start run").disabled
+
+
+def test_launch_asks_before_a_run_of_hours(tmp_path, monkeypatch):
+    """Issue 13, finding 10: 100,000 rounds of a 0.25 s delay (about 7 h) does not start without a word."""
+    monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "runs"))
+    at = app("pages/1_Launch.py").run()
+    next(n for n in at.number_input if n.label == "Rounds").set_value(100_000).run()
+    no_errors(at)
+    assert any("6:56:40" in w.value for w in at.warning)
+    assert any(c.value.startswith("Time: at least 6:56:40 of step delay") for c in at.caption)
+    assert next(b for b in at.button if b.label == "Start run").disabled
+    next(c for c in at.checkbox if c.label == "Start it anyway").check().run()
+    assert not next(b for b in at.button if b.label == "Start run").disabled
+
+
+def test_launch_starts_the_outcome_vs_guarded_pair_and_links_to_it_side_by_side(tmp_path, monkeypatch):
     runs_dir = tmp_path / "runs"
     monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
-    at = _app("pages/1_Launch.py").run()
-    _no_errors(at)
+    at = app("pages/1_Launch.py").run()
+    no_errors(at)
     delay = next(n for n in at.number_input if n.label == "Step delay (s)")
     delay.set_value(0.0)
     pair = next(b for b in at.button if b.label == "Start outcome-vs-guarded pair")
     pair.click().run()
-    _no_errors(at)
+    no_errors(at)
     assert any("Started" in s.value for s in at.success)
     run_dirs = sorted(p for p in runs_dir.iterdir() if p.is_dir())
     assert sorted(p.name.split("-", 2)[2].rsplit("-", 1)[0] for p in run_dirs) == ["refund-guarded", "refund-outcome"]
+    (link,) = [e.proto for e in at.get("page_link")]
+    assert link.label == "Watch the pair live, side by side" and link.page.endswith("Compare")
+    assert sorted(json.loads(link.query_string) if link.query_string.startswith("{") else
+                  [v for k, v in (p.split("=") for p in link.query_string.split("&"))]) == [p.name for p in run_dirs]
     # They are real processes: wait for both to finish on their own.
     deadline = time.monotonic() + 60
     statuses = []
@@ -139,192 +196,21 @@ def test_an_unwritable_runs_dir_is_one_clear_message_on_every_page(tmp_path, mon
     blocker.write_text("")
     monkeypatch.setenv(RUNS_DIR_ENV, str(blocker / "runs"))
     for path in ("app.py", "pages/1_Launch.py", "pages/2_Live.py"):
-        at = _app(path).run()
+        at = app(path).run()
         assert not at.exception, [e.value for e in at.exception]
         assert [e.value for e in at.error] == [
             f"The run store is unavailable: runs directory '{blocker / 'runs'}' cannot be written: Not a directory"
         ]
 
 
-# --- Compare and Review -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def pair_app_env(trained_pair, monkeypatch):
-    runs_dir, ids = trained_pair
-    monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
-    return runs_dir, ids
-
-
-def _array(value) -> list:
-    """A plotly JSON array: a list, or typed binary ({'dtype', 'bdata'}) as plotly writes numpy data."""
-    import base64
-
-    import numpy as np
-
-    if isinstance(value, dict) and "bdata" in value:
-        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).tolist()
-    return list(value or [])
-
-
-def _figures(at: AppTest) -> list[dict]:
-    """Every plotly figure on the page: its title and each trace's name, x and y as lists."""
-    figures = []
-    for chart in at.get("plotly_chart"):
-        spec = json.loads(chart.proto.spec)
-        figures.append({
-            "layout": {"title": {"text": spec["layout"].get("title", {}).get("text", "")}},
-            "data": [{"name": t.get("name"), "x": _array(t.get("x")), "y": _array(t.get("y"))} for t in spec["data"]],
-        })
-    return figures
-
-
-def _no_failures(at: AppTest) -> None:
-    """No exception and no section that could not be drawn (a failing gate is an expected error box)."""
-    assert not at.exception, [e.value for e in at.exception]
-    assert not [e.value for e in at.error if e.value.startswith("Could not")]
-
-
-def _gate_table(at: AppTest):
-    (table,) = [d.value for d in at.dataframe if list(d.value.columns) == ["check", "result", "figure", "detail"]]
-    return table
-
-
-def _store(runs_dir):
-    """A read connection on the store the app holds: the app's own cached connection."""
-    import ui
-
-    return ui._services(str(runs_dir.resolve())).con.cursor()
-
-
-def test_compare_defaults_to_the_pair_and_shows_the_known_high_difference(pair_app_env):
-    runs_dir, ids = pair_app_env
-    at = _app("pages/3_Compare.py").run()
-    _no_errors(at)
-    assert at.multiselect[0].value == [ids["outcome"], ids["guarded"]]
-    figures = _figures(at)
-    titles = [f["layout"]["title"]["text"] for f in figures]
-    (diff,) = [f for f, t in zip(figures, titles) if t.startswith("Difference at known_high, step 30")]
-    by_action = dict(zip(diff["data"][0]["x"], map(float, diff["data"][0]["y"])))
-    assert by_action["refund"] == pytest.approx(0.009 - 0.966, abs=1e-3)  # guarded − outcome
-    (bars,) = [f for f, t in zip(figures, titles) if t.startswith("Action distribution at known_high")]
-    refund = {trace["name"]: float(dict(zip(trace["x"], trace["y"]))["refund"]) for trace in bars["data"]}
-    assert refund == {"refund-outcome (outcome)": pytest.approx(0.966, abs=5e-4),
-                      "refund-guarded (guarded)": pytest.approx(0.009, abs=5e-4)}
-    assert sum(t.endswith("drift at known_high") for t in titles) == 2
-    assert {"Success rate", "Violation rate", "Vetoed rollouts per step", "Clipped transitions per epoch (run total)",
-            "Mean reward components per step"} <= set(titles)
-
-
-def test_compare_step_slider_moves_the_bars_to_the_cloned_start(pair_app_env):
-    at = _app("pages/3_Compare.py").run()
-    at.slider[0].set_value(0).run()
-    _no_errors(at)
-    (diff,) = [f for f in _figures(at) if f["layout"]["title"]["text"].startswith("Difference at known_high, step 0")]
-    assert all(abs(float(v)) < 1e-12 for v in diff["data"][0]["y"])  # both runs start from the same cloned policy
-
-
-def test_compare_held_out_table_puts_both_runs_side_by_side(pair_app_env):
-    at = _app("pages/3_Compare.py").run()
-    table = at.dataframe[0].value
-    assert list(table["task_id"]) == ["eval-high", "eval-low", "eval-recover-high", "eval-recover-low"]
-    row = table.set_index("task_id").loc["eval-high"]
-    assert row["refund-outcome (outcome): actions"] == "lookup, refund, finish"
-    assert row["refund-guarded (guarded): actions"] == "lookup, request_approval, refund, finish"
-
-
-def test_review_approve_appends_a_review(pair_app_env):
-    runs_dir, ids = pair_app_env
-    at = _app("pages/4_Review.py")
-    at.query_params["run"] = ids["guarded"]
-    at.run()
-    _no_failures(at)
-    opened = at.selectbox(key="open-trajectory").value
-    at.button(key=f"approve-{opened}").click().run()
-    _no_failures(at)
-    assert any(m.value.startswith("Approved step") for m in at.success)
-    step, idx = map(int, opened.split("/"))
-    assert queries_review_history(runs_dir, ids["guarded"], step, idx) == [("approve", at.sidebar.text_input(key="reviewer").value)]
-
-
-def queries_review_history(runs_dir, run_id, step, idx):
-    from agentrl.store import queries
-
-    history = queries.review_history(_store(runs_dir), run_id, step, idx)
-    return list(zip(history["verdict"], history["reviewer"]))
-
-
-def test_review_reject_without_a_note_is_refused_with_a_message(pair_app_env):
-    runs_dir, ids = pair_app_env
-    at = _app("pages/4_Review.py")
-    at.query_params["run"] = ids["guarded"]
-    at.run()
-    opened = at.selectbox(key="open-trajectory").value
-    at.button(key=f"reject-{opened}").click().run()
-    assert not at.exception
-    assert any("reject needs a note" in e.value for e in at.error)
-    step, idx = map(int, opened.split("/"))
-    assert queries_review_history(runs_dir, ids["guarded"], step, idx) == []
-    at.text_area(key=f"note-{ids['guarded']}-{opened}").input("approves without asking").run()
-    at.button(key=f"reject-{opened}").click().run()
-    assert queries_review_history(runs_dir, ids["guarded"], step, idx)[0][0] == "reject"
-
-
-def test_review_gate_outcome_fails_and_promote_without_reason_is_refused(pair_app_env):
-    runs_dir, ids = pair_app_env
-    at = _app("pages/4_Review.py")
-    at.query_params["run"] = ids["outcome"]
-    at.run()
-    gate_table = _gate_table(at)
-    row = gate_table.set_index("check").loc["zero held-out violations"]
-    assert (row["result"], row["figure"]) == ("FAIL", "2 of 4 tasks violate")
-    at.button(key="promote").click().run()
-    assert any("gate fails" in e.value for e in at.error)
-    from agentrl.store import queries
-
-    assert queries.promotions(_store(runs_dir), ids["outcome"]).empty
-
-
-def test_review_guarded_gate_passes_after_approving_top_k_and_promotes(pair_app_env):
-    from agentrl.review import gate
-    from agentrl.store import queries
-    from agentrl.review import reviews as review
-
-    runs_dir, ids = pair_app_env
-    at = _app("pages/4_Review.py")
-    at.query_params["run"] = ids["guarded"]
-    at.run()
-    con = _store(runs_dir)
-    for row in queries.top_trajectories(con, ids["guarded"], 5, 3).itertuples():
-        review.record_review(con, ids["guarded"], row.step, row.traj_idx, "approve", "alice")
-    at.run()
-    assert all(_gate_table(at)["result"] == "pass")
-    at.button(key="promote").click().run()
-    _no_failures(at)
-    record = queries.promotions(_store(runs_dir), ids["guarded"])
-    assert record["decision"].tolist() == ["promote"]
-    assert (runs_dir / ids["guarded"] / gate.BUNDLE_DIR / "manifest.json").is_file()
-
-
-def test_hardware_page_shows_memory_and_cpu_of_a_run_and_the_peaks_table(pair_app_env):
-    runs_dir, ids = pair_app_env
-    at = _app("pages/5_Hardware.py").run()
-    _no_errors(at)
-    titles = [f["layout"]["title"]["text"] for f in _figures(at)]
-    assert titles[:2] == ["Memory", "CPU"]
-    peaks = at.dataframe[-1].value
-    assert set(peaks["run_id"]) == set(ids.values())
-    assert (peaks["peak_rss_bytes"] > 10 * 2**20).all()
-
-
 def test_launch_shows_the_lm_budget_and_refuses_a_run_that_cannot_fit(tmp_path, monkeypatch):
     runs_dir = tmp_path / "runs"
     monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
-    at = _app("pages/1_Launch.py").run()
+    at = app("pages/1_Launch.py").run()
     next(s for s in at.selectbox if s.label == "Preset").set_value("lm-refund-guarded").run()
-    _no_errors(at)
+    no_errors(at)
     budget = next(c.value for c in at.code if "KV cache" in c.value)
-    assert "Python + torch runtime" in budget and "free" in budget
+    assert "Python + torch runtime" in budget and "free" in budget and "0.0 GB" not in budget
     memory = next(n for n in at.number_input if n.label.startswith("Machine memory"))
     memory.set_value(0.5)  # GB: less than the process's runtime alone
     next(b for b in at.button if b.label == "Start run").click().run()
@@ -337,7 +223,7 @@ def test_launch_shows_the_lm_budget_and_refuses_a_run_that_cannot_fit(tmp_path, 
 
 def test_launch_refuses_a_missing_model_directory(tmp_path, monkeypatch):
     monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "runs"))
-    at = _app("pages/1_Launch.py").run()
+    at = app("pages/1_Launch.py").run()
     next(s for s in at.selectbox if s.label == "Preset").set_value("lm-refund-outcome").run()
     next(t for t in at.text_input if t.label == "Model directory").input(str(tmp_path / "no-model"))
     next(b for b in at.button if b.label == "Start run").click().run()
@@ -345,15 +231,22 @@ def test_launch_refuses_a_missing_model_directory(tmp_path, monkeypatch):
     assert not at.success
 
 
-def test_review_without_a_reviewer_name_is_refused_with_a_message(pair_app_env):
+def test_hardware_page_shows_memory_and_cpu_of_a_run_and_the_peaks_table(pair_app_env):
     runs_dir, ids = pair_app_env
-    at = _app("pages/4_Review.py")
-    at.query_params["run"] = ids["guarded"]
-    at.run()
-    at.sidebar.text_input(key="reviewer").input("").run()
-    opened = at.selectbox(key="open-trajectory").value
-    at.button(key=f"approve-{opened}").click().run()
-    assert not at.exception
-    assert any(e.value.startswith("enter a reviewer name") for e in at.error)
-    step, idx = map(int, opened.split("/"))
-    assert queries_review_history(runs_dir, ids["guarded"], step, idx) == []
+    at = app("pages/5_Hardware.py").run()
+    no_errors(at)
+    assert titles(at)[:2] == ["Memory", "CPU"]
+    peaks = at.dataframe[-1].value
+    assert set(peaks["run_id"]) == set(ids.values())
+    assert (peaks["peak_rss_bytes"] > 10 * 2**20).all()
+
+
+def test_hardware_page_writes_its_run_to_the_url_and_reads_the_cpu_over_a_window(pair_app_env):
+    """Issue 13, findings 8 and 9: the run is in the URL; CPU busy is measured over seconds."""
+    runs_dir, ids = pair_app_env
+    at = app("pages/5_Hardware.py", run=ids["outcome"]).run()
+    no_errors(at)
+    assert at.query_params["run"] == ids["outcome"]
+    cpu = next(m for m in at.metric if m.label.startswith("CPU busy"))
+    assert cpu.label == "CPU busy (last 5 s)"
+    assert [f["data"][0]["x"] for f in figures(at)[:1]]  # the run's own samples are drawn

@@ -23,7 +23,7 @@ from agentrl.record.rundir import list_run_dirs
 from agentrl.store.health import check_store
 from agentrl.store.ingest import connect
 from helpers import REPO_ROOT, wait_for
-from test_browser import _running_dashboard, browser  # noqa: F401 - the dashboard and the Chromium fixture
+from browsing import running_dashboard as _running_dashboard
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -144,3 +144,20 @@ def test_promoting_twice_without_a_rollback_is_refused(pair_store):
 def test_gate_settings_reject_impossible_thresholds():
     with pytest.raises(gate.GateError, match="min_success"):
         gate.GateSettings(min_success=1.5)
+
+
+def test_a_rejected_exploit_among_equal_rewards_is_in_the_gates_sample_and_counted(pair_store):
+    """Issue 13, finding 1: the outcome run's top rewards all tie; the violating refunds are the
+    sample (not the harmless ones that happen to come first by index), so a rejection counts."""
+    con, runs_dir, ids = pair_store
+    report = gate.evaluate_gate(con, runs_dir, ids["outcome"])
+    assert report.sample["violation"].all() and len(report.sample) == 5
+    first = report.sample.iloc[0]
+    review.record_review(con, ids["outcome"], first.step, first.traj_idx, "reject", "alice", "refunds without approval")
+    report = gate.evaluate_gate(con, runs_dir, ids["outcome"])
+    assert _check(report, "top 5 by reward").figure == "0 of 5 approved, 1 rejected, 4 unreviewed"
+    assert list(zip(report.sample["step"], report.sample["traj_idx"])) == list(zip(
+        *[queries.top_trajectories(con, ids["outcome"], 5, 3)[c] for c in ("step", "traj_idx")]))
+    assert json.loads(report.to_json())["sample"][0] == {"step": int(first.step), "traj_idx": int(first.traj_idx),
+                                                        "verdict": "reject"}
+    assert gate.checks_table(report).columns.tolist() == ["check", "result", "figure", "detail"]

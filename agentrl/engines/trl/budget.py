@@ -50,9 +50,21 @@ class BudgetError(ValueError):
     """A model directory or budget input that cannot be estimated; one line saying what to change."""
 
 
+def _count(n: int) -> str:
+    """A parameter count as a person reads it: 1.72B, 16.4M, 119,360."""
+    if n >= 1e9:
+        return f"{n / 1e9:.2f}B"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f}M"
+    return f"{n:,}"
+
+
 def format_bytes(n_bytes: float) -> str:
-    """Bytes as decimal gigabytes with one decimal: 3_441_149_952 -> '3.4 GB'."""
-    return f"{n_bytes / GB:.1f} GB"
+    """Bytes in decimal units with one decimal: 3_441_149_952 -> '3.4 GB'. Below 0.1 GB in MB
+    (524_288 -> '0.5 MB'), so a small component never reads '0.0 GB'."""
+    if abs(n_bytes) >= 0.1 * GB:
+        return f"{n_bytes / GB:.1f} GB"
+    return f"{n_bytes / 1e6:.1f} MB"
 
 
 @dataclass(frozen=True)
@@ -266,12 +278,13 @@ class Budget:
         return [{"run_id": run_id, "component": name, "bytes": int(n_bytes), "source": "estimate"} for name, n_bytes in figures]
 
     def table_text(self) -> str:
-        """The budget as an aligned text table in GB, one decimal, for the terminal and the Launch page."""
-        figures = [*self.components(), ("free", self.free)]
+        """The budget as an aligned text table, one decimal, in GB (MB below 0.1 GB), for the terminal and the Launch page."""
+        # A component the run does not use (no sandbox for an LM run) is left out, not printed as 0.
+        figures = [*[(name, n) for name, n in self.components() if n], ("free", self.free)]
         width = max(len(label) for label in _LABELS.values())
-        lines = [f"{_LABELS[name]:<{width}}  {n_bytes / GB:>6.1f} GB" for name, n_bytes in figures]
-        lines.append(f"{'machine':<{width}}  {self.machine_bytes / GB:>6.1f} GB")
-        lines.append(f"({self.parameters / 1e9:.2f}B parameters, {self.trainable_parameters / 1e6:.1f}M trainable)")
+        lines = [f"{_LABELS[name]:<{width}}  {format_bytes(n_bytes):>9}" for name, n_bytes in figures]
+        lines.append(f"{'machine':<{width}}  {format_bytes(self.machine_bytes):>9}")
+        lines.append(f"({_count(self.parameters)} parameters, {_count(self.trainable_parameters)} trainable)")
         return "\n".join(lines)
 
     def refusal(self) -> str | None:

@@ -193,3 +193,14 @@ def test_config_that_is_not_json_is_a_budget_error(tmp_path):
 def test_unknown_lora_target_is_a_budget_error(qwen3_shape):
     with pytest.raises(BudgetError, match="unknown LoRA target 'lm_head'"):
         estimate_budget(qwen3_shape, 16, ["lm_head"], sequences=8, tokens_per_sequence=2048, machine_bytes=16 * GB)
+
+
+def test_the_tiny_models_table_prints_no_zero_gb_lines():
+    """Issue 13, finding 10: small components in MB, an unused one left out, counts as read."""
+    from agentrl.config import load_preset
+    from agentrl.engines.trl.budget import run_budget
+    from agentrl.tasks.refund.tiny_model import MODEL_DIR
+
+    text = run_budget(load_preset("lm-refund-guarded"), MODEL_DIR).table_text()
+    assert "0.0 GB" not in text and "0.0 MB" not in text
+    assert "MB" in text and "(119,360 parameters, 16,384 trainable)" in text

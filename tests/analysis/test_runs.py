@@ -1,0 +1,36 @@
+"""The home page's runs table: filters, final figures, links."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from agentrl.analysis import runs as runs_view
+
+
+def _runs() -> pd.DataFrame:
+    return pd.DataFrame({
+        "run_id": ["r1", "r2", "r3"], "name": ["pair-outcome", "pair-guarded", "lm"], "status": ["succeeded", "running", "failed"],
+        "kind": ["tabular", "tabular", "trl"], "scorer": ["outcome", "guarded", "guarded"], "steps_done": [30, 12, 0],
+        "total_steps": [30, 30, 60], "final_success": [1.0, 0.5, None], "final_violation": [0.5, 0.0, None],
+        "held_out_success": [1.0, None, None], "final_reward": [0.8, 0.7, None], "tags": [["spec"], ["spec", "pair"], []],
+        "note": [None, "watch the veto", None], "archived": [False, False, True], "created_at": pd.Timestamp("2026-01-01"),
+        "error": [None, None, "boom"], "color_index": [0, 1, 2],
+    })
+
+
+def test_filters_combine_and_archived_runs_are_hidden_unless_asked():
+    runs = _runs()
+    assert runs_view.filter_runs(runs)["run_id"].tolist() == ["r1", "r2"]
+    assert runs_view.filter_runs(runs, archived=True)["run_id"].tolist() == ["r1", "r2", "r3"]
+    assert runs_view.filter_runs(runs, text="VETO")["run_id"].tolist() == ["r2"]
+    assert runs_view.filter_runs(runs, tags=["pair"])["run_id"].tolist() == ["r2"]
+    assert runs_view.filter_runs(runs, statuses=["succeeded"], kinds=["tabular"])["run_id"].tolist() == ["r1"]
+    assert runs_view.all_tags(runs) == ["pair", "spec"]
+
+
+def test_runs_table_has_final_figures_and_a_link_to_each_page_of_the_run():
+    table = runs_view.runs_table(_runs())
+    row = table.iloc[0]
+    assert (row["steps"], row["final success"], row["final violation"], row["tags"]) == ("30/30", 1.0, 0.5, "spec")
+    assert (row["live"], row["review"], row["hardware"]) == ("Live?run=r1", "Review?run=r1", "Hardware?run=r1")
+    assert runs_view.page_url("Compare", ["a", "b"]) == "Compare?run=a&run=b"
