@@ -60,19 +60,14 @@ def running_dashboard(tmp_path: Path, runs_dir: Path):
         yield f"http://127.0.0.1:{port}"
     finally:
         # The dashboard and every run it launched share nothing but the runs dir: stop them all.
-        # A launched run leads its own session (launch.json's pid: `train`, which supervises a worker
-        # in the same group); status.json's pid is that worker.
-        for record in [*runs_dir.glob("*/launch.json"), *runs_dir.glob("*/status.json")]:
-            try:
-                pid = json.loads(record.read_text()).get("pid")
-            except (OSError, ValueError):
-                continue
-            if isinstance(pid, int) and pid > 1:
-                for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-                    try:
-                        kill()
-                    except (ProcessLookupError, PermissionError):
-                        pass
+        # A launched run leads its own session (launch.json's pid: `train`, which supervises a
+        # worker). Only a process the dashboard started is stopped: its pid and start time must
+        # match launch.json, and it must not be this test process or one of its ancestors (a
+        # fixture run recorded in-process writes this process's pid into status.json).
+        for pid in launched_processes(runs_dir):
+            for victim in [*_descendants(pid), pid]:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(victim, signal.SIGKILL)
         os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=10)
@@ -80,6 +75,38 @@ def running_dashboard(tmp_path: Path, runs_dir: Path):
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         log.close()
+
+
+def launched_processes(runs_dir: Path) -> list[int]:
+    """Pids of the `train` processes the dashboard launched that are still the same processes."""
+    import psutil
+
+    protected = {os.getpid(), *(parent.pid for parent in psutil.Process().parents())}
+    found = []
+    for record in runs_dir.glob("*/launch.json"):
+        try:
+            launch = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        pid, create_time = launch.get("pid"), launch.get("create_time")
+        if not isinstance(pid, int) or pid <= 1 or pid in protected:
+            continue
+        try:
+            if create_time is not None and abs(psutil.Process(pid).create_time() - create_time) > 1:
+                continue  # the pid was reused by another process
+        except psutil.Error:
+            continue
+        found.append(pid)
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 def step_counter(page) -> tuple[int, int] | None:
