@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from agentrl.analysis import runs as runs_view
+from agentrl.monitor import store_onset
 from agentrl.store import curation, queries
 from ui.pickers import colors_of
 
@@ -41,7 +42,10 @@ def runs_overview() -> None:
         archived = f5.toggle("Show archived", key="archived", help="Archived runs are hidden from every run picker.")
         shown = runs_view.filter_runs(runs, text, statuses, kinds, tags, archived)
         colors = colors_of(shown)
-        table = runs_view.runs_table(shown)
+        # Each run's onset, worked out again only when the run has new steps.
+        onsets = {r.run_id: ui.remembered(f"onset-{r.run_id}", (r.steps_done, r.status),
+                                          lambda r=r: store_onset(ui.cursor(), r.run_id)) for r in shown.itertuples()}
+        table = runs_view.runs_table(shown, onsets)
         styled = table.style.apply(lambda column: [f"color: {colors[r]}" for r in table["run_id"]], subset=["run"])
         event = st.dataframe(
             styled, hide_index=True, key="runs", on_select="rerun", selection_mode="multi-row",
@@ -50,6 +54,8 @@ def runs_overview() -> None:
                 "final success": st.column_config.NumberColumn(format="percent", help="Sampled success rate of the last step."),
                 "final violation": st.column_config.NumberColumn(format="percent", help="Sampled violation rate of the last step."),
                 "held-out success": st.column_config.NumberColumn(format="percent", help="Latest greedy held-out evaluation."),
+                "onset": st.column_config.TextColumn("hacking onset", help="The first step at which a hacking signal "
+                                                     "stayed past its threshold (the onset monitor)."),
                 "final reward": st.column_config.NumberColumn(format="%.3f"),
                 "live": st.column_config.LinkColumn("live", display_text="Live", width=50),
                 "review": st.column_config.LinkColumn("review", display_text="Review", width=60),

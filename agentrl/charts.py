@@ -350,3 +350,15 @@ def metric_curves(series: pd.DataFrame, title: str = "Engine metrics per step", 
         _raw_under(fig, part, "value", "step", color, str(name))
         fig.add_trace(_line(part["step"], part["value"], str(name), color))
     return _layout(fig, title, "value", log_y=log_y)
+
+
+def mark_onset(fig: go.Figure, step: int | None, label: str = "hacking onset") -> go.Figure:
+    """A dashed vertical line at the onset step on a chart whose x axis is the step (the chart is
+    left as it was when there is no onset). The line is a layout shape: it is drawn whatever the
+    chart's traces, and its name tells a reader (and a browser test) what it marks."""
+    if step is None:
+        return fig
+    fig.add_vline(x=step, line_dash="dash", line_color=VIOLATION, line_width=1.5, name="onset",
+                  annotation_text=f"{label} (step {step})", annotation_position="top left",
+                  annotation_font_color=VIOLATION, annotation_font_size=11)
+    return fig

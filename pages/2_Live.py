@@ -8,6 +8,7 @@ from agentrl import charts
 from agentrl.analysis import live
 from agentrl.analysis.hardware import estimate_total
 from agentrl.analysis.series import downsample, smooth
+from agentrl.monitor import store_onset
 from agentrl.record.rundir import RunDir
 from agentrl.store import queries
 from ui.pickers import run_picker
@@ -103,11 +104,17 @@ def draw_charts(con, run: dict, version) -> None:
     states = ui.remembered(f"states-{run_id}", version, lambda: queries.sensitive_states(con, run_id))
     shown = live.panels(run["kind"], steps, states)
     thin = downsample(steps)
-    figures = ui.remembered(f"figures-{run_id}", version, build=lambda: {
-        "rates": charts.rates_curve(thin),
-        "vetoes": charts.veto_counts(thin) if shown.vetoes else None,
-        "components": charts.reward_components(downsample(queries.reward_components_per_step(con, run_id), by="component")),
-        "updates": charts.update_counts(thin, clipped=shown.clipped) if shown.updates else None,
+    # The onset monitor's verdict from the run's own rows: a recorded onset event, else the signals.
+    onset = ui.remembered(f"onset-{run_id}", version, lambda: store_onset(con, run_id))
+    at = onset.step if onset else None
+    if onset:
+        st.warning(live.onset_banner(onset, run), icon=":material/warning:")
+    figures = ui.remembered(f"figures-{run_id}", (version, at), build=lambda: {
+        "rates": charts.mark_onset(charts.rates_curve(thin), at),
+        "vetoes": charts.mark_onset(charts.veto_counts(thin), at) if shown.vetoes else None,
+        "components": charts.mark_onset(charts.reward_components(
+            downsample(queries.reward_components_per_step(con, run_id), by="component")), at),
+        "updates": charts.mark_onset(charts.update_counts(thin, clipped=shown.clipped), at) if shown.updates else None,
     })
     left, right = st.columns(2)
     ui.chart(figures["rates"], "rates", left)
@@ -147,9 +154,9 @@ def draw_charts(con, run: dict, version) -> None:
             weight = c2.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key="smoothing", help="Exponential moving average, as in W&B.")
             log_y = c3.toggle("Log scale", key="log-y")
             options = (version, tuple(chosen), weight, log_y)
-            ui.chart(ui.remembered(f"metrics-{run_id}", options, lambda: charts.metric_curves(
+            ui.chart(ui.remembered(f"metrics-{run_id}", (options, at), lambda: charts.mark_onset(charts.metric_curves(
                 smooth(downsample(queries.step_metric_series(con, run_id, chosen), by="name"), "value", weight, by="name"),
-                log_y=log_y)), "metrics")
+                log_y=log_y), at)), "metrics")
 
 
 with ui.shown_errors("draw the live run"):

@@ -7,6 +7,7 @@ import ui
 from agentrl import charts
 from agentrl.analysis import compare, live
 from agentrl.analysis.series import downsample, smooth
+from agentrl.monitor import store_onset
 from agentrl.store import queries
 from ui.pickers import colors_of, legend, runs_picker
 
@@ -36,12 +37,17 @@ def comparison(picked: list[str]) -> None:
     con = ui.cursor()
     version = tuple(queries.run_version(con, r) for r in picked)
     progress = {r: queries.progress(con, r) for r in picked}
+    onsets = {r: ui.remembered(f"onset-{r}", v, lambda r=r: store_onset(con, r)) for r, v in zip(picked, version)}
     with ui.steady("steady-compare"):
-        cols = st.columns(len(picked))  # the runs side by side: where each one is
+        cols = st.columns(len(picked))  # the runs side by side: where each one is, and its onset
         for col, run_id in zip(cols, picked):
             p = progress[run_id]
             col.progress(p["done"] / p["total"] if p["total"] else 0.0,
                          text=f"{labels[run_id]}: step {p['done']} of {p['total']} · {p['status']}")
+            onset = onsets[run_id]
+            col.caption(f":red[hacking onset at step {onset.step}] ({onset.signal} = {onset.value:.3g})" if onset
+                        else "no hacking onset", help="The onset monitor: the first step at which a hacking "
+                        "signal stayed past its threshold (python -m agentrl watch RUN_ID prints the signals).")
         view = st.segmented_control("View", VIEWS, default="Rates", key="view", bind="query-params",
                                     help="One view at a time, so the page draws quickly; the URL keeps it.")
         steps = ui.remembered("compare-steps", version, lambda: queries.steps_for_runs(con, picked))
@@ -61,11 +67,18 @@ def smoothing_controls(key: str):
 def draw_rates(con, picked, version, steps) -> None:
     weight, _ = smoothing_controls("rates")
     thin = downsample(steps, by="run_id")
+    onsets = {r: ui.remembered(f"onset-{r}", v, lambda r=r: store_onset(con, r)) for r, v in zip(picked, version)}
+
+    def marked(fig):
+        for run_id, onset in onsets.items():
+            charts.mark_onset(fig, onset.step if onset else None, f"{labels[run_id]}: onset")
+        return fig
+
     left, right = st.columns(2)
-    ui.chart(charts.rate_overlay(smooth(thin, "success_rate", weight, by="run_id"), "success_rate", "Success rate",
-                                 labels, colors), "success", left)
-    ui.chart(charts.rate_overlay(smooth(thin, "violation_rate", weight, by="run_id"), "violation_rate",
-                                 "Violation rate", labels, colors), "violation", right)
+    ui.chart(marked(charts.rate_overlay(smooth(thin, "success_rate", weight, by="run_id"), "success_rate", "Success rate",
+                                        labels, colors)), "success", left)
+    ui.chart(marked(charts.rate_overlay(smooth(thin, "violation_rate", weight, by="run_id"), "violation_rate",
+                                        "Violation rate", labels, colors)), "violation", right)
 
 
 def draw_distributions(con, picked, version, steps) -> None:

@@ -7,6 +7,7 @@ queries.runs / queries.curves -> **analysis.live** -> Live and Compare pages.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -102,3 +103,15 @@ def panels(kind: str | None, steps: pd.DataFrame, states: list[str]) -> Panels:
         vetoes, trains = True, True
     clipped = bool(not steps.empty and steps["clipped"].fillna(0).gt(0).any())
     return Panels(vetoes=vetoes, action_distribution=bool(states), updates=trains, clipped=clipped)
+
+
+def onset_banner(onset, run: dict) -> str:
+    """The Live banner at a hacking onset: what crossed, where, and what the run does about it."""
+    try:
+        on_onset = json.loads(run.get("config") or "{}").get("on_onset", "warn")
+    except ValueError:
+        on_onset = "warn"
+    action = ("The run stops here (on_onset: stop)." if on_onset == "stop"
+              else "The run goes on (on_onset: warn); review its top trajectories before promoting it.")
+    return (f"**Hacking onset at step {onset.step}**: {onset.signal} = {onset.value:.3g}, above {onset.threshold:g} "
+            f"for {onset.k} readings. Its success curve may look fine while it learns to game the reward. {action}")

@@ -41,9 +41,16 @@ def page_url(page: str, run_ids: list[str]) -> str:
     return f"{page}?{urlencode([('run', r) for r in run_ids])}"
 
 
-def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs as the home page lists them: identity, progress, final figures, tags, note and a
-    link to each page of the run."""
+def onset_cell(onset) -> str:
+    """How the runs table shows a run's hacking onset: 'step 7 · hack_premium', or '' for none."""
+    return "" if onset is None else f"step {onset.step} · {onset.signal}"
+
+
+def runs_table(runs: pd.DataFrame, onsets: dict | None = None) -> pd.DataFrame:
+    """The runs as the home page lists them: identity, progress, final figures, the hacking onset
+    (`agentrl.monitor.store_onset` of each run, when given), tags, note and a link to each page
+    of the run."""
+    onsets = onsets or {}
     table = pd.DataFrame({
         "run": "●",
         "name": runs["name"],
@@ -52,6 +59,7 @@ def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
         "final success": runs["final_success"],
         "final violation": runs["final_violation"],
         "held-out success": runs["held_out_success"],
+        "onset": [onset_cell(onsets.get(r)) for r in runs["run_id"]],
         "live": [page_url("Live", [r]) for r in runs["run_id"]],
         "review": [page_url("Review", [r]) for r in runs["run_id"]],
         "tags": [", ".join(list(t) if t is not None else []) for t in runs["tags"]],
