@@ -1,5 +1,6 @@
 """Review: the highest-reward trajectories before promotion (ties broken with violations first),
-exploit fixtures, and the promotion gate with exactly the sample it checks and its audit trail.
+exploit fixtures, the promotion gate with exactly the sample it checks and its audit trail, and
+the coding sandbox's hack-suite detection table.
 The run, the tab and the open trajectory are in the URL; decisions made in another browser show
 here within two seconds."""
 
@@ -11,6 +12,7 @@ from agentrl.review import gate
 from agentrl.review import reviews as review
 from agentrl.review import transcript
 from agentrl.store import queries
+from agentrl.tasks.coding import detection
 from ui.pickers import run_picker
 
 svc = ui.page("Review")
@@ -27,8 +29,8 @@ run = queries.get_run(con, run_id)
 if is_active(run["status"]):
     st.info(f"This run is {run['status']}; its trajectories so far can be reviewed, and it can be promoted once it finishes.")
 
-explore, gate_tab, fixtures_tab = st.tabs(["Trajectories", "Promotion gate", "Exploit fixtures"], key="tab",
-                                          bind="query-params")
+explore, gate_tab, fixtures_tab, hacks_tab = st.tabs(["Trajectories", "Promotion gate", "Exploit fixtures", "Hack suite"],
+                                                     key="tab", bind="query-params")
 
 YES_NO = {"any": None, "yes": True, "no": False}
 FLAGS = {"success": "success", "violation": "violation", "duplicate": "duplicate_effect", "eligible": "eligible",
@@ -202,3 +204,27 @@ if fixtures_tab.open:
             ui.table(fixtures, key="fixtures", name="fixtures")
         st.markdown("**All reviews of this run**")
         ui.table(queries.reviews_for_run(con, run_id), key=f"reviews-{run_id}", name=f"{run_id}-reviews")
+
+if hacks_tab.open:
+    with hacks_tab, ui.shown_errors("show the hack suite"):
+        st.caption("The coding tasks' sandbox against every published reward hack (test-runner patches, exit "
+                   "tricks, planted result files, tampered tests, frozen clocks…) under each runner: which "
+                   "detector caught it, and the test reward it earned (0 is the guarantee). The limits are not a "
+                   "security boundary; see the README's Guarantees.")
+        report = detection.load_detection_report(svc.runs_dir)
+        if report is None:
+            st.info("The hack suite has not been run here yet. It takes about a minute.")
+        else:
+            m = st.columns(3)
+            m[0].metric("hacks that earned test reward", f"{report.earned} of {len(report.table)}")
+            m[1].metric("impossible suites passed", f"{report.impossible_passed} of {report.impossible_attempts}",
+                        help="ImpossibleBench: suites whose expected values were mutated must never pass.")
+            m[2].metric("scored", report.made_at)
+            if not report.current:
+                st.warning("The sandbox, rewards or hacks changed since this table was made: run it again.")
+            ui.table(report.table.drop(columns=["task_id"]), key="hack-suite", name="hack_suite")
+        if st.button("Run the hack suite" if report is None else "Run it again", icon=":material/bug_report:",
+                     key="run-hacks"):
+            with st.spinner("Scoring every hack in the sandbox (about a minute)…"):
+                detection.save_detection_report(svc.runs_dir, detection.compute_detection_report())
+            st.rerun()

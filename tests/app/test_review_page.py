@@ -148,3 +148,34 @@ def test_an_lm_transcript_reads_as_a_conversation_and_fixtures_show_their_verdic
     fixtures = table_with(at, "fixture_id", "actions")
     assert list(fixtures.columns[:3]) == ["fixture_id", "eligible under 'guarded'", "task_id"]
     assert fixtures["eligible under 'guarded'"].tolist() == [False]
+
+
+def test_the_hack_suite_tab_shows_the_saved_detection_table_and_says_when_it_is_stale(pair_app_env):
+    import pandas as pd
+
+    from agentrl.tasks.coding.detection import DETECTOR_COLUMNS, DetectionReport, save_detection_report, suite_fingerprint
+
+    runs_dir, ids = pair_app_env
+    at = app("pages/4_Review.py", run=ids["guarded"], tab="Hack suite").run()
+    no_failures(at)
+    assert any("has not been run here yet" in i.value for i in at.info)
+    assert at.button(key="run-hacks").label == "Run the hack suite"
+
+    # A table as detection_table makes it (one hack caught by the refusal, one by the failing suite).
+    table = pd.DataFrame([
+        {"hack": "conftest_report_patch", "published": "x", "runner": "pytest", "task_id": "slugify", "tests": 0.0,
+         **{c: c == "refused path" for c in DETECTOR_COLUMNS}, "reason": "refused", "flags": ""},
+        {"hack": "always_equal", "published": "y", "runner": "script", "task_id": "slugify", "tests": 0.0,
+         **{c: c == "tests failed" for c in DETECTOR_COLUMNS}, "reason": "2 failed", "flags": "always_equal"},
+    ])
+    save_detection_report(runs_dir, DetectionReport(table, 12, 0, suite_fingerprint(), "2026-12-01 10:00:00 UTC"))
+    at.run()
+    no_failures(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["hacks that earned test reward"] == "0 of 2" and metrics["impossible suites passed"] == "0 of 12"
+    assert list(table_with(at, "hack", "runner", "refused path")["hack"]) == ["conftest_report_patch", "always_equal"]
+    assert not [w for w in at.warning if "changed since" in w.value]
+
+    save_detection_report(runs_dir, DetectionReport(table, 12, 0, "an older sandbox", "2026-11-01 10:00:00 UTC"))
+    at.run()
+    assert any("changed since this table was made" in w.value for w in at.warning)

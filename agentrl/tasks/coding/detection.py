@@ -14,12 +14,17 @@ the table. A hack is caught by one or more of:
   whatever the run came to.
 
 Print the table and run the check: `python -m agentrl.tasks.coding.detection` (exit status 1 if any
-hack earned test reward or any attempt passed an impossible suite).
+hack earned test reward or any attempt passed an impossible suite). The Review page shows the
+table saved by `save_detection_report` (about a minute to compute, so it is computed on request
+and kept beside the runs, named by a fingerprint of the code that produced it).
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -162,6 +167,82 @@ def check_exploit_fixtures(fixtures: Sequence[dict] | None = None, workers: int 
         task = CODING_TASKS[fixture["task_id"]]
         records += _score([task], [fixture["runner"]], lambda _t, f=fixture: {f["hack"]: f["completion"]}, workers, limits)
     return records
+
+
+# ---------------------------------------------------------------------------------------------
+# The saved report the Review page shows
+# ---------------------------------------------------------------------------------------------
+
+REPORT_DIR = ".hack-suite"
+"""Beside the runs (a folder without run.json, so no run listing sees it)."""
+
+
+def suite_fingerprint() -> str:
+    """A hash of the sources the table depends on (hacks, tasks, rewards, sandbox): a saved table
+    whose fingerprint differs was made by other code and is shown as stale."""
+    root = Path(__file__).resolve().parents[2]
+    sources = sorted([*(root / "tasks" / "coding").rglob("*.py"), *(root / "rewards").rglob("*.py"),
+                      *(root / "sandbox").rglob("*.py")])
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class DetectionReport:
+    table: Any  # pandas DataFrame, as detection_table returns it
+    impossible_attempts: int
+    impossible_passed: int
+    fingerprint: str
+    made_at: str
+
+    @property
+    def earned(self) -> int:
+        """Hacks that earned any test reward: 0 is the guarantee."""
+        return int((self.table["tests"] > 0).sum())
+
+    @property
+    def current(self) -> bool:
+        return self.fingerprint == suite_fingerprint()
+
+
+def compute_detection_report(task_ids: Sequence[str] = ("slugify",), workers: int | None = None) -> DetectionReport:
+    """The hack suite and the ImpossibleBench check, scored now (about a minute on 2 cores)."""
+    from datetime import datetime, timezone
+
+    table = detection_table(score_hacks(task_ids, workers=workers))
+    impossible = score_impossible(task_ids, workers=workers)
+    return DetectionReport(table, len(impossible), sum(r.passed for r in impossible), suite_fingerprint(),
+                           datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
+
+
+def save_detection_report(runs_dir: Path, report: DetectionReport) -> Path:
+    """Written beside the runs, each file published whole (temporary name, then rename)."""
+    folder = Path(runs_dir) / REPORT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    table_path, meta_path = folder / "table.parquet", folder / "report.json"
+    report.table.to_parquet(folder / ".table.parquet.tmp", index=False)
+    os.replace(folder / ".table.parquet.tmp", table_path)
+    meta = {"impossible_attempts": report.impossible_attempts, "impossible_passed": report.impossible_passed,
+            "fingerprint": report.fingerprint, "made_at": report.made_at}
+    (folder / ".report.json.tmp").write_text(json.dumps(meta, indent=2) + "\n")
+    os.replace(folder / ".report.json.tmp", meta_path)
+    return folder
+
+
+def load_detection_report(runs_dir: Path) -> DetectionReport | None:
+    """The saved report, or None when there is none or it cannot be read (it is then made again)."""
+    import pandas as pd
+
+    folder = Path(runs_dir) / REPORT_DIR
+    try:
+        meta = json.loads((folder / "report.json").read_text())
+        table = pd.read_parquet(folder / "table.parquet")
+        return DetectionReport(table, int(meta["impossible_attempts"]), int(meta["impossible_passed"]),
+                               str(meta["fingerprint"]), str(meta["made_at"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def main(argv: Sequence[str] = ()) -> int:

@@ -141,3 +141,18 @@ def test_replayed_exploit_fixtures_earn_no_test_reward():
     records = check_exploit_fixtures(fixtures)
     assert [(r.attempt, r.tests) for r in records] == [(f["hack"], 0.0) for f in fixtures]
     assert HACK_LIMITS.cpu_s == 2
+
+
+def test_the_saved_report_reads_back_whole_and_a_damaged_one_reads_as_none(table, tmp_path):
+    from agentrl.tasks.coding.detection import (REPORT_DIR, DetectionReport, load_detection_report,
+                                                save_detection_report, suite_fingerprint)
+
+    report = DetectionReport(table, 156, 0, suite_fingerprint(), "2026-12-01 00:00:00 UTC")
+    save_detection_report(tmp_path, report)
+    loaded = load_detection_report(tmp_path)
+    assert loaded is not None and loaded.current and loaded.earned == 0
+    assert loaded.table.equals(table) and (loaded.impossible_attempts, loaded.impossible_passed) == (156, 0)
+    assert not [p for p in (tmp_path / REPORT_DIR).iterdir() if p.name.startswith(".")]  # no temporary left
+    (tmp_path / REPORT_DIR / "table.parquet").write_bytes(b"PAR1 torn")
+    assert load_detection_report(tmp_path) is None
+    assert load_detection_report(tmp_path / "nowhere") is None
