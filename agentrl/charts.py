@@ -316,6 +316,26 @@ def throughput_model(curves: dict[str, list[tuple[float, float]]], labels: dict[
                    x_title="parallel environments", legend=False)
 
 
+def fleet_speedup(speedup: pd.DataFrame, labels: dict[str, str], colors: dict[str, str] | None = None) -> go.Figure:
+    """The environment fleet: each run's measured speedup at its worker count (a point in the
+    run's colour, joined in order of N) beside SPEC section 9's modelled speedup, and the ideal."""
+    fig = go.Figure()
+    colors = colors or run_colors(list(labels))
+    if not speedup.empty:
+        n = speedup["workers"].astype(float)
+        fig.add_trace(_line(n, n, "ideal (N×)", NEUTRAL, width=1, dash="dot"))
+        fig.add_trace(_line(n, speedup["modelled"], "SPEC 9 model", NEUTRAL, dash="dash", markers=True))
+        fig.add_trace(go.Scatter(
+            x=n, y=speedup["speedup"], mode="lines+markers", name="measured", line={"color": SUCCESS, "width": 2},
+            marker={"size": 11, "color": [colors.get(r, NEUTRAL) for r in speedup["run_id"]]},
+            text=[labels.get(r, r) for r in speedup["run_id"]],
+            hovertemplate="%{text}: %{y:.2f}x with %{x} workers<extra></extra>"))
+        fig.update_xaxes(tickvals=sorted(set(n)), rangemode="tozero")
+        fig.update_yaxes(rangemode="tozero")
+    return _layout(fig, "Environment fleet: speedup against workers", "speedup over the fewest workers",
+                   x_title="workers")
+
+
 def cpu_usage(hardware: pd.DataFrame, cores: int | None = None) -> go.Figure:
     """CPU of the run's process tree over time, in percent of one core (200 = two cores busy)."""
     fig = go.Figure()

@@ -171,6 +171,18 @@ def draw_ladder(con, picked, version, steps) -> None:
 
 def draw_throughput(con, picked, version, steps) -> None:
     totals = queries.totals_for_runs(con, picked)
+    speedup = compare.fleet_speedup(queries.step_metric_for_runs(con, picked, "workers"),
+                                    queries.step_metric_for_runs(con, picked, "transitions_per_s"), totals)
+    if speedup["workers"].nunique() > 1:
+        left, right = st.columns([3, 2])
+        ui.chart(charts.fleet_speedup(speedup, labels, colors), "fleet", left)
+        with right:
+            st.caption("Measured: each run's median transitions/s (scored attempts/s for coding runs) over the "
+                       "run with the fewest workers. Compare runs of one task and one environment latency.")
+            ui.table(speedup.assign(run=speedup["run_id"].map(labels)), key="fleet-table", name="fleet_speedup")
+    else:
+        st.caption("Pick runs of one task with different `workers` (e.g. 1, 2 and 4) to see the fleet's "
+                   "measured speedup beside the model.")
     left, right = st.columns([3, 2])
     ui.chart(charts.throughput_model(compare.throughput_curves(totals), labels, colors), "throughput", left)
     with right:

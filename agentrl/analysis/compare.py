@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from agentrl.analysis.throughput import throughput_curve
+from agentrl.analysis.throughput import throughput_curve, transitions_per_second
 
 
 def run_labels(runs: pd.DataFrame, run_ids: list[str]) -> dict[str, str]:
@@ -114,3 +114,32 @@ def ladder_stages(ladder: pd.DataFrame, evals: pd.DataFrame) -> list[LadderStage
 def throughput_curves(totals: pd.DataFrame) -> dict[str, list[tuple[float, float]]]:
     """SPEC section 9's modelled throughput from each run's own totals (runs without transitions left out)."""
     return {r.run_id: throughput_curve(int(r.transitions), int(r.updates)) for r in totals.itertuples() if r.transitions}
+
+
+def fleet_speedup(workers: pd.DataFrame, rates: pd.DataFrame, totals: pd.DataFrame) -> pd.DataFrame:
+    """The environment fleet's measured speedup beside SPEC section 9's model, one row per run
+    that recorded both `workers` and `transitions_per_s` (step metrics): its worker count, its
+    median transitions/s over the steps, the speedup over the picked run with the fewest workers,
+    and the model's speedup for the same N with that run's own totals. Compare like with like:
+    the runs should share a task and an environment latency."""
+    columns = ["run_id", "workers", "transitions_per_s", "speedup", "modelled"]
+    if workers.empty or rates.empty:
+        return pd.DataFrame(columns=columns)
+    n = workers.groupby("run_id")["value"].max().rename("workers")
+    rate = rates[rates["value"] > 0].groupby("run_id")["value"].median().rename("transitions_per_s")
+    frame = pd.concat([n, rate], axis=1, join="inner").reset_index().sort_values(["workers", "run_id"])
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    base = frame.iloc[0]
+    frame["speedup"] = frame["transitions_per_s"] / base["transitions_per_s"]
+    by_run = totals.set_index("run_id") if not totals.empty else None
+
+    def modelled(row) -> float:
+        transitions = int(by_run.at[row.run_id, "transitions"]) if by_run is not None and row.run_id in by_run.index else 0
+        updates = int(by_run.at[row.run_id, "updates"]) if by_run is not None and row.run_id in by_run.index else 0
+        if not transitions:
+            return float("nan")
+        return transitions_per_second(transitions, updates, row.workers) / transitions_per_second(transitions, updates, base["workers"])
+
+    frame["modelled"] = [modelled(row) for row in frame.itertuples()]
+    return frame[columns].reset_index(drop=True)

@@ -56,3 +56,22 @@ def test_ladder_stages_pivot_each_stage_with_its_score():
     assert [(s.stage, s.succeeded, s.evaluated) for s in stages] == [("cloned", 1, 2), ("dagger", 1, 1)]
     assert stages[0].policy.to_dict("records") == [{"state": "s", "a": 0.25, "b": 0.75}]
     assert compare.ladder_stages(ladder.iloc[:0], evals) == []
+
+
+def test_fleet_speedup_is_each_runs_median_rate_over_the_fewest_workers_beside_the_model():
+    workers = pd.DataFrame({"run_id": ["one"] * 2 + ["two"] * 2 + ["lm"], "step": [1, 2, 1, 2, 1], "value": [1.0, 1, 2, 2, 4]})
+    rates = pd.DataFrame({"run_id": ["one"] * 3 + ["two"] * 3, "step": [1, 2, 3] * 2,
+                          "value": [100.0, 110, 90, 190, 0.0, 210]})  # a 0 (no sampling that step) is not a rate
+    totals = pd.DataFrame({"run_id": ["one", "two"], "transitions": [1000, 1000], "updates": [2000, 2000]})
+    frame = compare.fleet_speedup(workers, rates, totals)
+    assert list(frame["run_id"]) == ["one", "two"]  # "lm" recorded no rate: left out
+    assert list(frame["transitions_per_s"]) == [100.0, 200.0]
+    assert list(frame["speedup"]) == [1.0, 2.0]
+    assert frame["modelled"].iloc[0] == 1.0
+    # SPEC 9 with these totals: env 300 s, sampling 30 s, updates 4 s -> 334 / 184
+    assert frame["modelled"].iloc[1] == pytest.approx(334 / 184)
+
+
+def test_fleet_speedup_of_runs_without_the_metrics_is_empty():
+    empty = pd.DataFrame(columns=["run_id", "step", "value"])
+    assert compare.fleet_speedup(empty, empty, pd.DataFrame()).empty

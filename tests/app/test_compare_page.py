@@ -115,3 +115,30 @@ def test_a_smoothed_curve_keeps_its_raw_values_underneath(pair_app_env):
     assert [t["name"] for t in traces] == ["refund-outcome (outcome) (raw)", "refund-outcome (outcome)"]
     assert traces[0]["y"] != traces[1]["y"]
     assert figures(at)[0]["layout"]["hovermode"] == "x unified"
+
+
+def test_throughput_draws_the_fleets_measured_speedup_for_runs_with_different_workers(tmp_path, monkeypatch):
+    """Two real tabular runs, 1 and 2 rollout workers, an environment that waits 5 ms a step."""
+    from agentrl.config import load_preset
+    from agentrl.engines.tabular.engine import run_tabular
+    from agentrl.launcher import create_run
+    from agentrl.record.rundir import RUNS_DIR_ENV
+    from agentrl.store.ingest import ingest_once
+
+    runs_dir = tmp_path / "runs"
+    ids = []
+    for workers in (1, 2):
+        config = load_preset("refund-outcome").model_copy(update={"rounds": 3, "workers": workers, "env_latency_s": 0.005,
+                                                                  "name": f"fleet-{workers}"})
+        run = create_run(runs_dir, config)
+        run_tabular(config, run, log=lambda message: None)
+        ids.append(run.run_id)
+    ingest_once(runs_dir)
+    monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
+    at = view(app("pages/3_Compare.py", run=ids).run(), "Throughput")
+    no_errors(at)
+    fleet = figure(at, "Environment fleet")
+    measured = next(t for t in fleet["data"] if t["name"] == "measured")
+    assert measured["x"] == [1.0, 2.0] and measured["y"][0] == 1.0 and measured["y"][1] > 0
+    table = table_with(at, "workers", "transitions_per_s", "speedup", "modelled")
+    assert list(table["workers"]) == [1.0, 2.0]

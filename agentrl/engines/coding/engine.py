@@ -69,6 +69,8 @@ def run_coding(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = 
                     run.log_step(StepRecord.from_trajectories(step, trajectories, metrics={
                         "score_wall_s": wall, "sandbox_s": sandbox_seconds, "workers": float(workers),
                         "measured_parallelism": sandbox_seconds / wall if wall > 0 else 0.0,
+                        # The measured side of SPEC section 9: a scored attempt is the coding task's transition.
+                        "transitions_per_s": len(scored) / wall if wall > 0 else 0.0,
                     }))
                     log(f"step {step}/{steps} {task_id}: " + ", ".join(
                         f"{a} {s.reward:.2f} ({s.reason})" for a, s in zip(attempts, scored))
