@@ -12,7 +12,9 @@ engine lists which scorers it accepts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,19 @@ def get_scorer_spec(name: str) -> ScorerSpec:
         raise ValueError(f"unknown scorer {name!r}; use one of {sorted(SCORERS)}") from None
 
 
+def called_tools(completion: Any) -> list[str]:
+    """The tools a completion called, in order (each structured tool call by its function name)."""
+    if not isinstance(completion, Sequence) or isinstance(completion, str):
+        return []
+    names = []
+    for message in completion:
+        if isinstance(message, Mapping) and message.get("role", "assistant") == "assistant":
+            for call in message.get("tool_calls") or []:
+                function = call.get("function", call) if isinstance(call, Mapping) else {}
+                names.append(str(function.get("name", "")))
+    return names
+
+
 # --- the two scorers on any task (agentrl.tasks.contract) ----------------------------------------
 
 
@@ -66,8 +81,6 @@ def score_rollouts(task, scorer: str, values: dict[str, list], completions: list
     for `guarded` the verdict's penalties added and the ineligible vetoed. `verify` runs for both,
     so an outcome-only run still records its violations."""
     import math
-
-    from agentrl.tasks.contract import called_tools
 
     guarded = get_scorer_spec(scorer).guarded
     names, weights = task.reward_names(), task.weights()

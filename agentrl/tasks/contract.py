@@ -28,6 +28,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agentrl.scorers import called_tools  # noqa: F401  (part of the task contract's API)
 from typing import Any
 
 Message = dict[str, Any]
@@ -237,14 +239,3 @@ def tool_methods(environment: Any) -> list[Callable]:
     return [getattr(environment, name) for name in tool_names(environment)]
 
 
-def called_tools(completion: Any) -> list[str]:
-    """The tools a completion called, in order (each structured tool call by its function name)."""
-    if not isinstance(completion, Sequence) or isinstance(completion, str):
-        return []
-    names = []
-    for message in completion:
-        if isinstance(message, Mapping) and message.get("role", "assistant") == "assistant":
-            for call in message.get("tool_calls") or []:
-                function = call.get("function", call) if isinstance(call, Mapping) else {}
-                names.append(str(function.get("name", "")))
-    return names
