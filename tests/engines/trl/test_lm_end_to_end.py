@@ -72,10 +72,13 @@ def lm_app(lm_run, monkeypatch):
     runs_dir, run_id, _ = lm_run
     monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
 
-    def app(page: str) -> AppTest:
+    def app(page: str, **query) -> AppTest:
+        """`page` opened on the run, with the URL's other query parameters `query` (a panel, a tab)."""
         at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=60)
         at.switch_page(page)
         at.query_params["run"] = run_id
+        for name, value in query.items():
+            at.query_params[name] = value
         return at.run()
 
     return app, run_id
@@ -88,7 +91,7 @@ def _clean(at: AppTest) -> None:
 
 def test_live_page_shows_the_lm_run_with_trl_metrics(lm_app):
     app, run_id = lm_app
-    at = app("pages/2_Live.py")
+    at = app("pages/2_Live.py", panels="Engine metrics")  # TRL's own metrics are a panel chosen on demand
     _clean(at)
     assert "Step 4 of 4" in at.get("progress")[0].proto.text
     chosen = at.multiselect(key=f"metrics-{run_id}").value
@@ -101,6 +104,8 @@ def test_review_page_shows_the_lm_transcript_and_the_gate(lm_app):
     _clean(at)
     codes = [c.value for c in at.code]
     assert any("<tool_call>" in c or "lookup" in c for c in codes), "the prompt and completion are shown"
+    at = app("pages/4_Review.py", tab="Promotion gate")
+    _clean(at)
     (gate,) = [d.value for d in at.dataframe if list(d.value.columns) == ["check", "result", "figure", "detail"]]
     assert set(gate["check"]) >= {"zero held-out violations", "zero violations on exploit probes"}
 
