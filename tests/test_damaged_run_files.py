@@ -82,7 +82,8 @@ def test_ingest_takes_the_good_run_whole_and_names_each_damaged_file_once(damage
         # A damaged file that is repaired is taken, and its error no longer stands.
         shutil.copy2(runs_dir / good_id / "status.json", runs_dir / "bad-status-pid-abc" / "status.json")
         fixed = Ingestor(con, runs_dir, log=logged.append).ingest()
-        assert fixed.skipped == [] and fixed.files == 2
+        # The repaired copy lands whole: the same rows as the good run it was copied from.
+        assert fixed.skipped == [] and fixed.rows == report.rows > 1000
         assert "bad-status-pid-abc/status.json" not in set(queries.ingest_errors(con)["path"])
     finally:
         con.close()
@@ -103,7 +104,12 @@ def test_cli_runs_and_ingest_list_the_good_run_and_name_each_damaged_file(damage
     assert len(result.stderr.splitlines()) == len(DAMAGE)
     for name, (file, _) in DAMAGE.items():
         assert f"skipped {runs_dir / name / file}: " in result.stderr
-    assert "ingested 1171 rows from 2 chunks" in result.stdout
+    # Every row of the good run's committed chunks, and nothing of the damaged ones.
+    import pyarrow.parquet as pq
+
+    chunks = sorted((runs_dir / good_id / "chunks").glob("*.parquet"))
+    rows = sum(pq.read_metadata(path).num_rows for path in chunks)
+    assert rows > 1000 and f"ingested {rows} rows from " in result.stdout
 
 
 def test_the_dashboard_ingest_loop_keeps_going_past_damaged_runs(damaged, monkeypatch):

@@ -27,6 +27,12 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def one_line(message: str) -> str:
+    """The message on one line: a control character (a newline or carriage return in a path the
+    user typed) is shown escaped, so the error stays one line a script can read."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from agentrl.store.db import StoreError
@@ -35,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ConfigError, RunsDirError, StoreError, DecisionLogError, UsageError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
