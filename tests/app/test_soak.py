@@ -1,4 +1,7 @@
-"""Four runs and the dashboard for two minutes, with exact counts (issue 12's fault suite).
+"""Four runs and the dashboard together for a while, with exact counts (issue 12's fault suite).
+
+40 seconds of training in the suite; `AGENTRL_SOAK_ROUNDS=40` makes it the two minutes the README
+reports (each round is 2.75 s).
 
 The real dashboard (`streamlit run app.py`) holds the store with the Live page open in Chromium,
 while four `agentrl train` processes write their chunks side by side; they cannot take the store,
@@ -27,11 +30,12 @@ from browsing import running_dashboard as _running_dashboard
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROUNDS, STEP_DELAY, EVAL_EVERY = 40, 2.75, 5  # about two minutes of training per run, whatever the load
+ROUNDS = int(os.environ.get("AGENTRL_SOAK_ROUNDS", "15"))
+STEP_DELAY, EVAL_EVERY = 2.75, 5  # 15 rounds: about 40 s of training per run, whatever the load
 GROUP_ROWS, ACTIONS, EVAL_TASKS = 32, 4, 4
 
 
-def test_four_runs_and_the_dashboard_for_two_minutes_land_every_row_exactly_once(browser, tmp_path):  # noqa: F811
+def test_four_runs_beside_the_dashboard_land_every_row_exactly_once(browser, tmp_path):  # noqa: F811
     runs_dir = tmp_path / "runs"
     config = tmp_path / "soak.json"
     config.write_text(json.dumps({"rounds": ROUNDS, "step_delay": STEP_DELAY, "eval_every": EVAL_EVERY}))
@@ -59,7 +63,7 @@ def test_four_runs_and_the_dashboard_for_two_minutes_land_every_row_exactly_once
         for run, (out, err) in zip(runs, outputs):
             assert run.returncode == 0, err
             assert "succeeded; the store is open elsewhere" in out  # the dashboard held it throughout
-        assert wall >= 110, f"the runs took {wall:.0f} s, not about two minutes"
+        assert wall >= ROUNDS * STEP_DELAY * 0.9, f"the runs took {wall:.0f} s, shorter than their step delays allow"
         # The dashboard takes what the runs wrote: nothing is left waiting on disk.
         def drained() -> bool:
             return all((run.status() or {}).get("status") == "succeeded" for run in list_run_dirs(runs_dir))
