@@ -37,7 +37,8 @@ def test_a_trl_scripts_run_shows_on_live_and_review(browser, tmp_path):  # noqa:
 
     with _running_dashboard(tmp_path, runs_dir) as base_url:
         tab = browser.new_page(viewport={"width": 1400, "height": 2000})
-        tab.goto(f"{base_url}/Live?run={run_id}")
+        # The engine-metrics panel is one of Live's panels drawn on demand; the URL names it.
+        tab.goto(f"{base_url}/Live?run={run_id}&panels=Engine+metrics")
         tab.locator('[data-testid="stProgress"]').first.wait_for(timeout=60_000)
         assert wait_for(lambda: _step_counter(tab) == (2, 2), timeout=30), _step_counter(tab)
         assert "succeeded" in tab.locator('[data-testid="stProgress"]').first.inner_text()
@@ -49,7 +50,9 @@ def test_a_trl_scripts_run_shows_on_live_and_review(browser, tmp_path):  # noqa:
 
         tab.goto(f"{base_url}/Review?run={run_id}")
         tab.get_by_role("button", name="Approve").wait_for(timeout=60_000)
-        # The open trajectory's transcript: the completion with its tool calls.
+        # The open trajectory's transcript: the completion with its tool calls. The conversation's table
+        # is drawn on a canvas, so the text is read from the raw prompt and completion, opened as a person would.
+        tab.get_by_text("Raw prompt and completion").first.click()
         tab.get_by_text("-> lookup()").first.wait_for(timeout=30_000)
         assert tab.locator('[data-testid="stException"]').count() == 0
         tab.screenshot(path=str(tmp_path / "trl-review.png"), full_page=True)
