@@ -112,7 +112,8 @@ def _call_text(call: str) -> str:
 def chat_turns(prompt: str | None, completion: str | None) -> pd.DataFrame:
     """The conversation of an LM trajectory, one row per message: who (system, user, assistant,
     tool), what, and whether the model generated it. The system prompt's tool schema becomes one
-    line naming the tools; a tool call reads `lookup()`. Text in no template we know is one row."""
+    line naming the tools; a tool call reads `lookup()`. Text in no template we know is one row for
+    the prompt and one for the completion (only the completion is the model's)."""
     prompt, completion = prompt or "", completion or ""
     text = prompt + completion
     rows = []
@@ -139,6 +140,6 @@ def chat_turns(prompt: str | None, completion: str | None) -> pd.DataFrame:
                     rows.append(("assistant", rest, generated))
         else:
             rows.append((role, body, False))
-    if not rows and text.strip():
-        rows = [("text", text.strip(), bool(completion))]
+    if not rows:
+        rows = [("text", part.strip(), generated) for part, generated in ((prompt, False), (completion, True)) if part.strip()]
     return pd.DataFrame(rows, columns=["role", "message", "generated"])
