@@ -77,7 +77,8 @@ def open_trajectory(run_id: str, keys: list[str], descriptions: dict[str, str], 
 def show_trajectory(run_id: str, opened: str) -> None:
     step, traj_idx = transcript.parse_key(opened)
     record = queries.trajectory(con, run_id, step, traj_idx)
-    st.markdown(f"#### Step {step}, trajectory {traj_idx}: `{record['task_id']}` (amount {record['amount']})")
+    amount = "" if record.get("amount") is None else f" (amount {record['amount']})"  # tasks without amounts say none
+    st.markdown(f"#### Step {step}, trajectory {traj_idx}: `{record['task_id']}`{amount}")
     st.markdown(" ".join(f":{'red' if f.bad else 'green'}-badge[{f.name}: {'yes' if f.value else 'no'}]"
                          for f in transcript.flags(record)))
     left, right = st.columns([3, 2])
@@ -215,11 +216,11 @@ if hacks_tab.open:
         if report is None:
             st.info("The hack suite has not been run here yet. It takes about a minute.")
         else:
-            m = st.columns(3)
+            m = st.columns(2)
             m[0].metric("hacks that earned test reward", f"{report.earned} of {len(report.table)}")
             m[1].metric("impossible suites passed", f"{report.impossible_passed} of {report.impossible_attempts}",
                         help="ImpossibleBench: suites whose expected values were mutated must never pass.")
-            m[2].metric("scored", report.made_at)
+            st.caption(f"Scored {report.made_at} (code fingerprint {report.fingerprint}).")
             if not report.current:
                 st.warning("The sandbox, rewards or hacks changed since this table was made: run it again.")
             ui.table(report.table.drop(columns=["task_id"]), key="hack-suite", name="hack_suite")
