@@ -39,6 +39,8 @@ bench: install
 	$(BIN)/python benchmarks/live_latency.py
 	$(BIN)/python benchmarks/page_queries.py
 	$(BIN)/python benchmarks/parallel_scoring.py
+	$(BIN)/python benchmarks/fleet.py
+	$(BIN)/python benchmarks/onset.py --rounds 40
 	$(BIN)/python benchmarks/lm_pair.py
 
 clean:
