@@ -188,7 +188,7 @@ class ChunkWriter:
     def append(self, table: str, rows: Sequence | object) -> None:
         """Buffer rows (records of `table`, or rows `prepare` makes into them). Never writes to disk."""
         if self._error is not None:
-            raise RuntimeError(f"chunk flusher failed: {self._error}") from self._error
+            raise FlushError(f"chunk flusher failed: {self._error}") from self._error
         rows = rows if isinstance(rows, (list, tuple)) else [rows]
         with self._lock:
             buffer = self._buffers[table]
@@ -293,7 +293,7 @@ class ChunkWriter:
             _release(self._lock_fd)
             self._lock_fd = None
         if self._error is not None:
-            raise RuntimeError(f"chunk flusher failed: {self._error}") from self._error
+            raise FlushError(f"chunk flusher failed: {self._error}") from self._error
 
     def __enter__(self) -> ChunkWriter:
         return self
@@ -303,6 +303,11 @@ class ChunkWriter:
 
 
 WRITER_LOCK = ".writer.lock"  # in the run folder: held (flock) by the one process writing its chunks
+
+
+class FlushError(OSError):
+    """The background flusher could not write a commit (a full disk, an I/O error), so rows
+    logged since are not recorded. An OSError: the machine's fault, said in one line, not a traceback."""
 
 
 class WriterBusyError(RuntimeError):

@@ -188,3 +188,12 @@ def count_frames(page, seconds: float) -> int:
 def record_frames(page) -> None:
     page.received_frames = []
     page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: page.received_frames.append(len(payload))))
+
+
+def read_raw_transcript(page, text: str, timeout_ms: int = 30_000) -> None:
+    """Open Review's "Raw prompt and completion" and wait until its code block shows `text`. The
+    transcript and conversation tables are canvases (glide data grids): their text sits in hidden
+    cells, so a bare get_by_text would match those and never become visible."""
+    expander = page.locator('[data-testid="stExpander"]').filter(has_text="Raw prompt and completion").first
+    expander.get_by_text("Raw prompt and completion").first.click()
+    expander.locator('[data-testid="stCode"]').filter(has_text=text).first.wait_for(timeout=timeout_ms)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from browsing import wait_idle as _wait_idle
+from browsing import read_raw_transcript, wait_idle as _wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.lm, pytest.mark.slow]
 
@@ -59,7 +59,8 @@ def test_the_example_task_trains_from_launch_and_shows_on_every_page(dashboard, 
 
     # Validated as typed: a task that is not there is one line, and nothing can start.
     _field(page, "Task", "examples/calendar_booking/nope.py:TASK")
-    page.get_by_text("invalid run config: task: the file 'examples/calendar_booking/nope.py' does not exist").wait_for(timeout=60_000)
+    # The form names the field by its label: "Task: the file ... does not exist (you entered ...)".
+    page.get_by_text("Task: the file 'examples/calendar_booking/nope.py' does not exist").first.wait_for(timeout=60_000)
     assert page.get_by_role("button", name="Start run").is_disabled()
 
     _field(page, "Task", "examples/calendar_booking/task.py:TASK")
@@ -75,21 +76,26 @@ def test_the_example_task_trains_from_launch_and_shows_on_every_page(dashboard, 
     config = json.loads((runs_dir / guarded / "config.json").read_text())
     assert config["task"].endswith("examples/calendar_booking/task.py:TASK") and config["rounds"] == 4
 
-    page.goto(f"{base_url}/Live?run={guarded}")
+    page.goto(f"{base_url}/Live?run={guarded}&panels=Policy")  # the distribution is a panel drawn on demand
     page.get_by_text("Action distribution at slot taken").first.wait_for(timeout=60_000)
     page.get_by_text("booked").first.wait_for(timeout=60_000)  # a reward component's legend
     _no_exception(page)
 
+    # Compare draws one view at a time; the URL names it (the default is Rates).
     page.goto(f"{base_url}/Compare")
-    page.get_by_text("Action distribution at slot taken, step").first.wait_for(timeout=60_000)
     page.get_by_text("Violation rate").first.wait_for(timeout=60_000)
+    _no_exception(page)
+    page.goto(f"{base_url}/Compare?view=Action+distribution")
+    page.get_by_text("Action distribution at slot taken, step").first.wait_for(timeout=60_000)
+    _no_exception(page)
+    page.goto(f"{base_url}/Compare?view=Reward+components")
     page.get_by_text("violation_penalty").first.wait_for(timeout=60_000)
     _no_exception(page)
 
     page.goto(f"{base_url}/Review?run={guarded}")
     page.get_by_role("button", name="Approve").wait_for(timeout=60_000)
     page.get_by_text("violation:").first.wait_for(timeout=60_000)  # the guard's flags
-    page.get_by_text("check_slot").first.wait_for(timeout=60_000)  # the transcript
+    read_raw_transcript(page, "check_slot", timeout_ms=60_000)  # the transcript
     page.get_by_role("tab", name="Promotion gate").click()
     page.get_by_text("The gate fails").first.wait_for(timeout=60_000)  # nothing reviewed yet
     _no_exception(page)
@@ -111,6 +117,6 @@ def test_the_lm_coding_pair_runs_to_completion_from_the_dashboard(dashboard, pag
     assert sorted(statuses.values()) == ["succeeded", "succeeded"], statuses
     assert wall < 600, f"the coding pair took {wall:.0f}s"
     print(f"lm-coding pair from the dashboard: both succeeded in {wall:.0f}s")
-    page.goto(f"{base_url}/Compare")
+    page.goto(f"{base_url}/Compare?view=Action+distribution")  # the coding task's decision points
     page.get_by_text("after reading").first.wait_for(timeout=60_000)
     _no_exception(page)

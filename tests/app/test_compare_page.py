@@ -119,9 +119,11 @@ def test_a_smoothed_curve_keeps_its_raw_values_underneath(pair_app_env):
 
 def test_throughput_draws_the_fleets_measured_speedup_for_runs_with_different_workers(tmp_path, monkeypatch):
     """Two real tabular runs, 1 and 2 rollout workers, an environment that waits 5 ms a step."""
+    import json
+
+    from helpers import agentrl, ok
+
     from agentrl.config import load_preset
-    from agentrl.engines.tabular.engine import run_tabular
-    from agentrl.launcher import create_run
     from agentrl.record.rundir import RUNS_DIR_ENV
     from agentrl.store.ingest import ingest_once
 
@@ -130,9 +132,12 @@ def test_throughput_draws_the_fleets_measured_speedup_for_runs_with_different_wo
     for workers in (1, 2):
         config = load_preset("refund-outcome").model_copy(update={"rounds": 3, "workers": workers, "env_latency_s": 0.005,
                                                                   "name": f"fleet-{workers}"})
-        run = create_run(runs_dir, config)
-        run_tabular(config, run, log=lambda message: None)
-        ids.append(run.run_id)
+        path = tmp_path / f"fleet-{workers}.json"
+        path.write_text(json.dumps(config.model_dump(mode="json")))
+        # In its own process, as the dashboard starts a run: the fleet's spawned workers import the
+        # run's __main__ (agentrl), never a page script an AppTest left as this process's __main__.
+        result = ok(agentrl("train", "--config", path, "--runs-dir", runs_dir, "--quiet"))
+        ids.append(result.stdout.split()[1].rstrip(":"))  # "run ID: tabular outcome, 3 steps -> ..."
     ingest_once(runs_dir)
     monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
     at = view(app("pages/3_Compare.py", run=ids).run(), "Throughput")

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import wait_for
-from agentrl.record.chunks import CHUNKS_DIR, FLUSH_ROWS, ChunkWriter, chunk_files, list_commits, sweep_uncommitted
+from agentrl.record.chunks import CHUNKS_DIR, FLUSH_ROWS, ChunkWriter, FlushError, chunk_files, list_commits, sweep_uncommitted
 from agentrl.record.rows import CHUNK_TABLES, TABLE_SCHEMAS, ActionProbRecord, EvalRecord, StepRecord, TrajectoryRecord, to_arrow
 from agentrl.record.rundir import utc_now
 
@@ -201,12 +201,12 @@ def test_a_failing_flusher_surfaces_on_the_next_append(run_dir):
     def append_fails() -> str | None:
         try:
             writer.append("steps", step_row(1))
-        except RuntimeError as error:
+        except FlushError as error:
             return str(error)
         return None
 
     assert "disk on fire" in (wait_for(append_fails, timeout=10.0) or "")
-    with pytest.raises(RuntimeError, match="disk on fire"):
+    with pytest.raises(FlushError, match="disk on fire"):
         writer.close()
 
 
