@@ -26,7 +26,7 @@ def _user() -> str:
 
 
 def _gate_options(parser: argparse.ArgumentParser) -> None:
-    from agentrl.review.gate import GateSettings
+    from agentrl.review.gate_settings import GateSettings  # not the gate itself: it loads pandas
 
     defaults = GateSettings()
     parser.add_argument("--min-success", type=float, default=defaults.min_success, help="held-out success at least this (0..1)")

@@ -21,6 +21,7 @@ from agentrl.engines.registry import PolicySupport, get_engine, resolve_entry
 from agentrl.monitor import store_onset
 from agentrl.store import decisions, queries
 from agentrl.tasks.refund.gym import Task
+from agentrl.review.gate_settings import GateError, GateSettings  # noqa: F401 - re-exported
 from agentrl.review.reviews import check_fixtures
 from agentrl.record.rundir import utc_now
 from agentrl.scorers import SCORER_VERSION
@@ -28,25 +29,6 @@ from agentrl.tasks.refund.task import REFUND_TASK
 from agentrl.tasks.refund.tools import as_task
 
 BUNDLE_DIR = "bundle"
-
-
-class GateError(ValueError):
-    """A promotion or rollback that cannot be recorded; the message says what to change."""
-
-
-@dataclass(frozen=True)
-class GateSettings:
-    """What the gate demands; the defaults are what the Review page starts with."""
-
-    min_success: float = 0.75  # held-out success rate at or above this
-    top_k: int = 5  # highest-reward trajectories that must all be approved ...
-    last_steps: int = 3  # ... taken from the run's last this-many steps
-
-    def __post_init__(self):
-        if not 0.0 <= self.min_success <= 1.0:
-            raise GateError(f"min_success must be between 0 and 1, not {self.min_success}")
-        if self.top_k < 1 or self.last_steps < 1:
-            raise GateError("top_k and last_steps must be at least 1")
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,9 @@ def test_two_sessions_approve_then_the_guarded_run_is_promoted(trained_pair, bro
     con.close()
 
 
+LM_PAIR_STEPS = 12
+
+
 def test_the_lm_pair_launched_from_the_dashboard_runs_live_to_completion(dashboard, page, tmp_path):
     """Issue 4's acceptance: the lm-refund preset pair, started from Launch, trains live (the
     counter advances on the Live page) and both runs succeed, the guarded one with vetoes and a
@@ -133,6 +136,12 @@ def test_the_lm_pair_launched_from_the_dashboard_runs_live_to_completion(dashboa
     page.get_by_role("combobox", name="Preset").click()
     page.get_by_role("option", name="lm-refund-outcome").click()
     page.get_by_text("Memory budget").wait_for(timeout=60_000)
+    # 12 of the preset's 60 steps: enough to watch it train live and to see the guard veto;
+    # the whole pair's figures come from benchmarks/lm_pair.py.
+    steps = page.get_by_label("Optimiser steps", exact=True)
+    steps.fill(str(LM_PAIR_STEPS))
+    steps.press("Tab")
+    wait_idle(page)
     started = time.monotonic()
     page.get_by_role("button", name="Start outcome-vs-guarded pair").click()
     page.get_by_text("Started").wait_for(timeout=60_000)
@@ -140,7 +149,7 @@ def test_the_lm_pair_launched_from_the_dashboard_runs_live_to_completion(dashboa
     page.wait_for_url(re.compile(r".*/Compare\?run=.*&run="), timeout=60_000)
 
     first = first_step(page, timeout_s=120)
-    assert first is not None and first[1] == 60, f"the LM run never showed a step ({first})"
+    assert first is not None and first[1] == LM_PAIR_STEPS, f"the LM run never showed a step ({first})"
     statuses = []
     deadline = time.monotonic() + 280
     while time.monotonic() < deadline:
@@ -169,5 +178,5 @@ def test_the_lm_pair_launched_from_the_dashboard_runs_live_to_completion(dashboa
     con = connect(copy)
     runs = queries.list_runs(con).set_index("scorer")
     guarded = queries.run_totals(con, runs.loc["guarded", "run_id"])
-    assert guarded["steps"] == 60 and guarded["vetoed_rollouts"] > 0 and guarded["vetoed_updates"] == 0
+    assert guarded["steps"] == LM_PAIR_STEPS and guarded["vetoed_rollouts"] > 0 and guarded["vetoed_updates"] == 0
     con.close()
