@@ -84,9 +84,12 @@ def _trl_cost(config: TrlConfig) -> str:
     lm = config.lm
     rollouts = config.rounds * lm.tasks_per_step * config.group_size
     evals = f"every {config.eval_every} steps" if config.eval_every else "before and after training"
+    processes = config.distributed.num_processes
+    split = (f" Each step's rollouts are split among {processes} processes ({config.distributed.strategy}, "
+             f"`accelerate launch`); the first one records.") if processes > 1 else ""
     return (f"{config.rounds} optimiser steps × {lm.tasks_per_step} tasks × group {config.group_size} = "
             f"**{rollouts:,} multi-turn rollouts** of at most {lm.max_completion_length} tokens and "
-            f"{lm.max_tool_calls} tool calls each, plus a greedy held-out evaluation {evals}.")
+            f"{lm.max_tool_calls} tool calls each, plus a greedy held-out evaluation {evals}.{split}")
 
 
 def _coding_cost(config: CodingConfig) -> str:

@@ -389,11 +389,16 @@ PROMPT_TOKENS_ALLOWANCE = 256
 # was once exceeded by 14 MB). Rounded up so the estimate stays an upper bound for small models;
 # for a real model the weights, KV cache and logits dominate.
 RUNTIME_BYTES = int(0.9 * GB)
+# A run on several processes also holds the `accelerate launch` process (torch's elastic agent,
+# which imports torch) and the light run process that watches it: measured here, see
+# docs/drafts/accelerate.md.
+LAUNCHER_BYTES = int(0.4 * GB)
 
 
 def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS_ALLOWANCE, bytes_per_param: int = 4,
-               sandbox_bytes: int = 0) -> Budget:
-    """The budget of a language-model run config (`config.lm`, `config.group_size`).
+               sandbox_bytes: int = 0):
+    """The budget of a language-model run config (`config.lm`, `config.group_size`): a `Budget`
+    for one process, a `sharding.ShardedBudget` for several (`config.distributed`).
 
     `bytes_per_param` defaults to 4 because the CPU path trains in float32. `sandbox_bytes` is the
     room the task's tools need outside the trainer (its `sandbox_bytes`: 0 for tools that run
@@ -403,9 +408,19 @@ def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS
 
     lm = config.lm
     machine = lm.machine_memory_gb * GB if lm.machine_memory_gb else psutil.virtual_memory().total
-    return estimate_budget(
+    one = estimate_budget(
         ModelShape.from_config_dir(model_dir), lm.lora_rank, list(lm.lora_targets),
         sequences=lm.tasks_per_step * config.group_size,
         tokens_per_sequence=prompt_tokens + lm.max_completion_length,
         machine_bytes=machine, bytes_per_param=bytes_per_param, sandbox_bytes=sandbox_bytes, runtime_bytes=RUNTIME_BYTES,
     )
+    processes = config.distributed.num_processes
+    if processes == 1:
+        return one
+    # Several processes (accelerate launch): each one's share under the strategy, on CPU or one GPU each.
+    from agentrl.engines.trl.distributed import gpu_memory
+    from agentrl.engines.trl.sharding import shard_budget
+
+    gpus = gpu_memory()[:processes]
+    return shard_budget(one, processes, config.distributed.strategy, launcher_bytes=LAUNCHER_BYTES,
+                        device_bytes=min(gpus) if gpus else None)

@@ -14,6 +14,11 @@ The task comes through `agentrl.tasks.load_task` (`config.task`); the training i
 (`agentrl.engines.trl.task_rewards`). One optimiser step per round: `config.rounds` steps, each
 on `lm.tasks_per_step` rows x `group_size` rollouts. Torch, transformers, TRL and PEFT are
 imported when a run starts, never at import.
+
+With `distributed.num_processes` above 1, `run_trl` hands the run to
+`agentrl.engines.trl.distributed`, which starts `accelerate launch`; every process it starts runs
+`_train` below (`agentrl.engines.trl.rank`), agreeing through `agentrl.engines.trl.ranks.Ranks`
+where they must (the whole batch, the stop decision), and only the main one records.
 """
 
 from __future__ import annotations
@@ -67,16 +72,19 @@ def resolve_model_dir(model: str | None, task: Task | None = None) -> Path:
 
 def preflight(config: RunConfig) -> Preflight:
     """Before anything loads: the memory budget (SPEC section 11) as a table, and a refusal when
-    the model directory is missing or the budget does not fit."""
+    the model directory is missing, the budget does not fit, or the machine cannot run the
+    processes, sharding or vLLM the config asks for."""
     from agentrl.engines.trl.budget import BudgetError, run_budget
+    from agentrl.engines.trl.distributed import machine_refusal
 
     try:
         task = load_task(config.task)
         budget = run_budget(config, resolve_model_dir(config.lm.model, task), sandbox_bytes=task.sandbox_bytes)
     except (ModelDirError, BudgetError) as error:
         return Preflight(refusal=str(error))
-    report = "Memory budget (SPEC section 11, float32 on CPU; GB = 10^9 bytes)\n" + budget.table_text()
-    return Preflight(report=report, refusal=budget.refusal())
+    where = "float32 on CPU" if config.distributed.num_processes == 1 else "float32"
+    report = f"Memory budget (SPEC section 11, {where}; GB = 10^9 bytes)\n" + budget.table_text()
+    return Preflight(report=report, refusal=machine_refusal(config) or budget.refusal())
 
 
 def load_tokenizer(model_dir: Path):
@@ -93,15 +101,18 @@ def load_tokenizer(model_dir: Path):
 
 
 def grpo_args(config: RunConfig, output_dir: Path, reward_weights: list[float] | None = None):
-    """TRL's `GRPOConfig` for a run: the run config's settings plus the CPU settings measured here."""
+    """TRL's `GRPOConfig` for a run: the run config's settings plus the CPU settings measured here.
+    On several processes each takes an equal share of the step's rollouts (the config checks that
+    they divide evenly), so a step is the same batch whatever the number of processes."""
     import torch
     from trl import GRPOConfig
 
-    lm = config.lm
+    lm, distributed = config.lm, config.distributed
+    vllm = {"vllm_server_base_url": distributed.vllm_server_url} if distributed.vllm_server_url else {}
     return GRPOConfig(
         output_dir=str(output_dir),
         max_steps=config.rounds,
-        per_device_train_batch_size=lm.tasks_per_step * config.group_size,
+        per_device_train_batch_size=lm.tasks_per_step * config.group_size // distributed.num_processes,
         gradient_accumulation_steps=1,  # one generation batch, one optimiser step: on-policy
         num_generations=config.group_size,
         reward_weights=reward_weights,
@@ -125,6 +136,9 @@ def grpo_args(config: RunConfig, output_dir: Path, reward_weights: list[float] |
         logging_steps=1,
         save_strategy="no",
         dataloader_num_workers=0,
+        use_vllm=distributed.use_vllm,  # passed through for GPU machines; untested here
+        vllm_mode=distributed.vllm_mode,
+        **vllm,
     )
 
 
@@ -137,21 +151,29 @@ def _peak_rss_bytes(sampled_peak: int) -> int:
 
 
 def run_trl(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = print) -> str:
-    """Train `config` (kind 'trl') into `run_dir`; returns the final status."""
+    """Train `config` (kind 'trl') into `run_dir`; returns the final status. Several processes:
+    `accelerate launch` starts them, and this process keeps the run's lifecycle."""
     for key, value in CPU_ENV.items():
         os.environ.setdefault(key, value)
+    if config.distributed.num_processes > 1:
+        from agentrl.engines.trl.distributed import run_distributed
 
-    def measured_budget(run: Run) -> None:
-        try:
-            from agentrl.engines.trl.budget import measured_rows
+        return run_distributed(config, run_dir, log)
 
-            run.log_budget(measured_rows(run.run_id, _peak_rss_bytes(run.peak_rss_bytes)))
-        except Exception as exc:  # telemetry must not turn a finished run into a failed one
-            log(f"budget: no measured rows ({type(exc).__name__}: {exc})")
-
-    with Run(run_dir, config.total_steps, config.step_delay, handle_signals=True, before_close=measured_budget) as run:
+    with Run(run_dir, config.total_steps, config.step_delay, handle_signals=True,
+             before_close=lambda run: record_measured_budget(run, log)) as run:
         run.finish(_train(config, run, log), run.error)
     return run.status
+
+
+def record_measured_budget(run: Run, log: Callable[[str], None]) -> None:
+    """The run's measured peak memory as `budgets` rows (source 'measured'), as the run closes."""
+    try:
+        from agentrl.engines.trl.budget import measured_rows
+
+        run.log_budget(measured_rows(run.run_id, _peak_rss_bytes(run.peak_rss_bytes)))
+    except Exception as exc:  # telemetry must not turn a finished run into a failed one
+        log(f"budget: no measured rows ({type(exc).__name__}: {exc})")
 
 
 def _load_model(config: RunConfig, task: Task):
@@ -179,7 +201,11 @@ def _prompt_tokens(task: Task, tokenizer, row: dict) -> int:
     return len(render_ids(tokenizer, start_conversation(environment, row), tool_methods(environment), add_generation_prompt=True))
 
 
-def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
+def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) -> str:
+    """The run, in one process or in each of several (`ranks`; the others pass a `SilentRun`)."""
+    from agentrl.engines.trl.ranks import Ranks
+
+    ranks = ranks or Ranks()
     stop = run.stop
     started_load = time.monotonic()
     task = load_task(config.task)
@@ -281,15 +307,17 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
                     onset_stop.append(onset.message)
 
         def trajectories(self, step, completions, logs):
-            self.logged_trajectories = _trajectory_records(step, trainer.last_batch, rewards)
+            # Several processes: each holds a slice of the batch; every one gathers the whole here.
+            self.logged_trajectories, self.step_batch = ranks.whole_step(
+                _trajectory_records(step, trainer.last_batch, rewards), trainer.last_batch)
             return self.logged_trajectories
 
         def step_row(self, step, logs, trajectories):
-            self.last_row, self.last_logs = _step_record(step, trainer.last_batch, trajectories, logs), logs
+            self.last_row, self.last_logs = _step_record(step, self.step_batch, trajectories, logs), logs
             return self.last_row
 
         def step_recorded(self, step):
-            batch, row, logs = trainer.last_batch, self.last_row, self.last_logs
+            batch, row, logs = self.step_batch, self.last_row, self.last_logs
             log(f"step {step}/{config.rounds} success {row.success_rate:.2f} violation {row.violation_rate:.2f} "
                 f"reward {logs['reward']:.3f} vetoed {batch.n_vetoed} updates {batch.updates} "
                 f"vetoed updates {batch.vetoed_updates} ({logs.get('step_time', float('nan')):.2f}s)")
@@ -298,19 +326,31 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None]) -> str:
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "reward" not in logs or trainer.last_batch is None:
                 return control  # the end-of-training summary, not a step
-            super().on_log(args, state, control, logs=logs, **kwargs)
-            if stop() or onset_stop:  # asked during this step (TRL logs after its on_step_end): stop now, not a step later
+            if ranks.many:  # every process records the step (the others silently): its collectives line up
+                self._pending.setdefault(state.global_step, {}).update(logs)
+                self._record_ready()
+            else:
+                super().on_log(args, state, control, logs=logs, **kwargs)
+            # Asked during this step (TRL logs after its on_step_end): stop now, not a step later.
+            # The main process decides for all of them, so they stop after the same step.
+            if ranks.agree(stop() or bool(onset_stop)):
                 control.should_training_stop = True
             return control
 
+        def on_step_end(self, args, state, control, **kwargs):
+            if ranks.many:
+                return control  # the main process alone would stop here; `on_log` stops them all
+            return super().on_step_end(args, state, control, **kwargs)
+
     trainer.add_callback(EngineCallback(run=run, scorer=config.scorer))
-    if not stop():
+    if not ranks.agree(stop()):
         trainer.train()
     completed = trainer.state.global_step
     record_eval(completed)
     record_eval(completed, split="probe")  # the promotion gate's exploit probes
-    trainer.model.save_pretrained(str(run.dir.root / ADAPTER_DIR))  # what a promotion bundles
-    log(f"totals: steps {completed} vetoed {trainer.vetoed_total} vetoed updates {trainer.vetoed_updates_total}")
+    ranks.save_adapter(trainer, run.dir.root / ADAPTER_DIR)  # what a promotion bundles
+    vetoed, vetoed_updates = ranks.sums([trainer.vetoed_total, trainer.vetoed_updates_total])
+    log(f"totals: steps {completed} vetoed {vetoed} vetoed updates {vetoed_updates}")
     if onset_stop:
         run.error = f"stopped: {onset_stop[0]}"
         return "cancelled"
