@@ -8,6 +8,11 @@ the run), of the process we started or the worker status.json names. A run that 
 without a terminal status is marked `failed` with its exit code or signal (or "exit status
 unknown" when neither it nor this launcher could learn it); a cancel is a stop file the run
 honours between rounds, then SIGKILL to its process group after a grace period.
+
+That is the `local` backend. With `backend="ray"` a run is submitted as a Ray job instead
+(`agentrl.ray_backend`): launch.json records the job, Ray's job status stands in for the pid,
+Ray's copy of the output is copied into stdout.log, and the cancel's last resort is `stop_job`.
+Each run is followed the way it was launched, whatever backend this launcher starts new runs with.
 """
 
 from __future__ import annotations
@@ -38,10 +43,13 @@ from agentrl.record.rundir import (
     write_json_atomic,
 )
 from agentrl.record.runfiles import RunFileError, read_launch, read_status
+from agentrl.ray_backend import (BACKEND_ENV, BACKENDS, RAY_ADDRESS_ENV, RAY_PYTHON_ENV, BackendError, RayClients, ended_detail,  # noqa: F401
+                                 job_environment, job_metadata, run_output, submission_id, write_log)
 from agentrl.supervisor import describe_exit
 
 CANCEL_GRACE_S = 10.0
 LAUNCH_GRACE_S = 60.0  # a queued run whose process never said hello is failed after this
+LOG_SYNC_S = 2.0  # a running Ray job's output is copied into stdout.log at most this often
 
 
 @dataclass(frozen=True)
@@ -75,25 +83,65 @@ def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
 
 
 class Launcher:
-    """Starts runs in one runs directory and keeps their Popen handles to learn exit codes."""
+    """Starts runs in one runs directory and keeps their Popen handles to learn exit codes.
 
-    def __init__(self, runs_dir: Path, python: str = sys.executable):
+    `backend` is where new runs start: "local" (a process on this machine) or "ray" (a Ray job
+    on the cluster at `ray_address`; None: RAY_ADDRESS, or the latest `ray start` here).
+    `python` is the interpreter of the run's command, on the job's node for a Ray run.
+    """
+
+    def __init__(self, runs_dir: Path, python: str = sys.executable, backend: str = "local",
+                 ray_address: str | None = None):
+        if backend not in BACKENDS:
+            raise BackendError(f"unknown launch backend {backend!r}; choose one of {list(BACKENDS)}")
         self.runs_dir = Path(runs_dir)
         self.python = python
+        self.backend = backend
+        self.ray_address = ray_address or None
         self._children: dict[str, subprocess.Popen] = {}
         self._lock = threading.Lock()
+        self._ray = RayClients()
+        self._backend_of: dict[str, str] = {}  # run id -> "local" | "ray", from its launch.json
+        self._settled: set[str] = set()  # Ray runs with nothing left to follow
+        self._stopping: set[str] = set()  # Ray runs whose job this launcher asked Ray to stop
+        self._log_copied: dict[str, float] = {}
         #: Runs the last `reconcile` could not judge, with why (a damaged status.json names its path).
         self.unreadable: dict[str, str] = {}
 
+    @classmethod
+    def from_environment(cls, runs_dir: Path, backend: str | None = None, ray_address: str | None = None) -> Launcher:
+        """The dashboard's (and `launch`'s) launcher: `backend` / `ray_address` when given, else
+        AGENTRL_BACKEND ("local" or "ray") and AGENTRL_RAY_ADDRESS; a Ray job runs AGENTRL_RAY_PYTHON
+        (default: this interpreter's path, which must then exist on the job's node)."""
+        backend = backend or os.environ.get(BACKEND_ENV) or "local"
+        python = (os.environ.get(RAY_PYTHON_ENV) if backend == "ray" else None) or sys.executable
+        return cls(runs_dir, python=python, backend=backend,
+                   ray_address=ray_address or os.environ.get(RAY_ADDRESS_ENV) or None)
+
+    def describe(self) -> str:
+        """Where new runs start, in one line (the Launch page shows it)."""
+        if self.backend == "ray":
+            where = self.ray_address or "the local Ray cluster (RAY_ADDRESS, or the latest `ray start` on this machine)"
+            return (f"Runs start as Ray jobs on {where}; their node must reach the runs directory "
+                    f"{self.runs_dir.resolve()} at the same path.")
+        return "Runs start as processes on this machine."
+
+    def check(self) -> None:
+        """Raise BackendError when new runs cannot start (Ray missing, a bad address, a cluster that does not answer)."""
+        if self.backend == "ray":
+            self._ray.get(self.ray_address)
+
+    def _train_command(self, run: RunDir) -> list[str]:
+        return [self.python, "-m", "agentrl", "train", "--config", str(run.root.resolve() / "config.json"),
+                "--runs-dir", str(self.runs_dir.resolve()), "--run-id", run.run_id]
+
     def start(self, config: RunConfig) -> str:
-        """Create the run folder and start its process; returns the run id."""
+        """Create the run folder and start its process (or submit its Ray job); returns the run id."""
+        if self.backend == "ray":
+            return self._start_ray_job(config)
         run = create_run(self.runs_dir, config)
         run_id = run.run_id
-        config_path = run.root / "config.json"
-        command = [
-            self.python, "-m", "agentrl", "train", "--config", str(config_path),
-            "--runs-dir", str(self.runs_dir.resolve()), "--run-id", run_id,
-        ]
+        command = self._train_command(run)
         env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
         with open(run.log_path, "ab") as log:
             process = subprocess.Popen(
@@ -110,6 +158,33 @@ class Launcher:
         with self._lock:
             self._children[run_id] = process
         return run_id
+
+    def _start_ray_job(self, config: RunConfig) -> str:
+        """Submit the run as a Ray job. The cluster is asked first, so a missing Ray or a cluster
+        that does not answer is one error with nothing written."""
+        jobs = self._ray.get(self.ray_address)
+        run = create_run(self.runs_dir, config)
+        # The dashboard (or `agentrl ingest`) is the one store writer: a job on another node must
+        # never open the DuckDB file, which may sit on a shared disk.
+        command = [*self._train_command(run), "--no-ingest"]
+        job_id = submission_id(run.run_id)  # ours, so launch.json names the job before it exists
+        try:
+            write_json_atomic(run.root / "launch.json", {
+                "backend": "ray", "ray_address": jobs.address, "job_id": job_id,
+                "launched_at": iso(utc_now()), "command": command})
+            jobs.submit(command, job_id, job_metadata(run.run_id, config.name, config.kind, self.runs_dir.resolve()),
+                        job_environment(PROJECT_ROOT))
+        except (BackendError, OSError) as error:
+            remove_run_dir(run)
+            if isinstance(error, BackendError):
+                raise
+            raise RunsDirError(f"cannot write run folder {str(run.root)!r}: {error.strerror or error}") from None
+        self._backend_of[run.run_id] = "ray"
+        return run.run_id
+
+    def following(self, run_id: str) -> bool:
+        """Whether a Ray run still has a job to follow (its output is copied once the job ends)."""
+        return self._backend_of.get(run_id) == "ray" and run_id not in self._settled
 
     def start_pair(self, outcome: RunConfig, guarded: RunConfig) -> tuple[str, str]:
         return self.start(outcome), self.start(guarded)
@@ -165,8 +240,8 @@ class Launcher:
             try:
                 if self._reconcile_one(run, grace_s):
                     changed.append(run.run_id)
-            except RunFileError as error:  # that run only: it cannot be judged until its file is fixed
-                unreadable[run.run_id] = str(error)
+            except (RunFileError, BackendError) as error:  # that run only: it cannot be judged until its file is fixed
+                unreadable[run.run_id] = str(error)  # (or its Ray cluster answers again)
             except OSError as error:  # its folder cannot be written (a full or read-only disk)
                 unreadable[run.run_id] = f"{run.root}: cannot record its status: {error.strerror or error}"
         self.unreadable = unreadable
@@ -176,6 +251,9 @@ class Launcher:
         """Reconcile one run; True when its status changed."""
         status = read_status(run) or {}
         state = status.get("status")
+        launch = self._ray_launch(run)
+        if launch is not None:
+            return self._reconcile_ray_job(run, launch, state, grace_s)
         if state in TERMINAL_STATUSES:
             # The process may still be ingesting after its final status: keep its handle
             # until it has exited and been reaped.
@@ -202,13 +280,85 @@ class Launcher:
             run.update_status(status="cancelled", ended_at=iso(utc_now()),
                               error="cancelled; the run was stopped by the launcher after the grace period")
         else:
-            last = [line for line in run.tail_log(5) if line.strip()]
+            last = run_output(run.tail_log(20))
             detail = describe_exit(live.exit_code if live.known else None)
             if last:
                 detail += f"; last output: {last[-1][:300]}"
             run.update_status(status="failed", ended_at=iso(utc_now()), error=detail, exit_code=live.exit_code)
         sweep_uncommitted(run.root)  # no process writes the run any more: a flush cut short goes
         return True
+
+    def _ray_launch(self, run: RunDir) -> dict | None:
+        """The run's launch.json when it was submitted as a Ray job, else None."""
+        if self._backend_of.get(run.run_id) == "local":
+            return None
+        try:
+            launch = read_launch(run)
+        except RunFileError:
+            return None  # the process path below names a damaged launch.json where it matters
+        if launch is None:
+            return None  # being launched right now, or a run recorded by a script
+        if launch.get("backend") != "ray":
+            self._backend_of[run.run_id] = "local"
+            return None
+        self._backend_of[run.run_id] = "ray"
+        if not isinstance(launch.get("job_id"), str) or not isinstance(launch.get("ray_address"), str):
+            raise RunFileError(run.root / "launch.json", ": a Ray launch needs 'job_id' and 'ray_address' strings")
+        return launch
+
+    def _reconcile_ray_job(self, run: RunDir, launch: dict, state: str | None, grace_s: float) -> bool:
+        """A Ray run: Ray's job status is its liveness; True when its status changed."""
+        if run.run_id in self._settled:
+            return False
+        job_id, address = launch["job_id"], launch["ray_address"]
+        jobs = self._ray.get(address)
+        try:
+            job = jobs.state(job_id)
+        except BackendError as error:
+            self._ray.forget(address, error)
+            raise
+        if state in TERMINAL_STATUSES:  # the run said how it ended; keep its output once the job is over
+            if job is None or not job.alive:
+                self._copy_log(run, jobs, job_id, force=job is not None)
+                self._settled.add(run.run_id)
+            return False
+        if job is None and state in (None, "queued") and self._age(run) < LAUNCH_GRACE_S:
+            return False  # being submitted right now: the cluster does not know the job yet
+        if job is not None and job.alive:
+            self._copy_log(run, jobs, job_id)
+            if (run.stop_requested() and run.run_id not in self._stopping
+                    and time.time() - run.stop_path.stat().st_mtime > grace_s):
+                jobs.stop(job_id)  # the stop file was not honoured in time (or never reached the node)
+                self._stopping.add(run.run_id)
+            return False
+        if job is not None:
+            self._copy_log(run, jobs, job_id, force=True)
+        status = read_status(run) or {}  # it may have written its terminal status just before the job ended
+        if status.get("status") in TERMINAL_STATUSES:
+            return False
+        exit_code = job.exit_code if job is not None and job.exit_code is not None and -255 <= job.exit_code <= 255 else None
+        if run.stop_requested() or (job is not None and job.status == "STOPPED"):
+            run.update_status(status="cancelled", ended_at=iso(utc_now()), exit_code=exit_code,
+                              error=f"cancelled; the Ray job {job_id} was stopped before the run recorded its end")
+        else:
+            last = run_output(run.tail_log(20))
+            run.update_status(status="failed", ended_at=iso(utc_now()), exit_code=exit_code,
+                              error=ended_detail(job_id, job, jobs.address, last[-1] if last else ""))
+        sweep_uncommitted(run.root)
+        self._settled.add(run.run_id)
+        return True
+
+    def _copy_log(self, run: RunDir, jobs, job_id: str, force: bool = False) -> None:
+        """Ray's copy of the job's output into stdout.log: at most every LOG_SYNC_S while it runs,
+        and once more when it ends. Best effort: the run's status does not depend on it."""
+        now = time.monotonic()
+        if not force and now - self._log_copied.get(run.run_id, -LOG_SYNC_S) < LOG_SYNC_S:
+            return
+        self._log_copied[run.run_id] = now
+        try:
+            write_log(run.log_path, jobs.logs(job_id))
+        except (BackendError, OSError):
+            pass
 
     def _known_pid(self, run: RunDir) -> int | None:
         status = read_status(run) or {}

@@ -26,6 +26,7 @@ if engine.form_step_delay and not base.step_delay:
     # A tabular run trains in about a second: start the form slow enough to watch it live.
     base = base.model_copy(update={"step_delay": engine.form_step_delay})
 st.markdown(f"**Engine:** {engine.title}")
+st.caption(svc.launcher.describe())  # AGENTRL_BACKEND=ray: "Runs start as Ray jobs on ADDR; ..."
 
 as_json = st.toggle("Edit as JSON", key=f"json-{preset}", help="Every field, including the task lists, as the JSON a config file holds.")
 config, error = None, None

@@ -38,7 +38,7 @@ class TabularConfig(RunConfig):
         "max_steps": "turn limit", "dagger": "DAgger round", "clone_epochs": "cloning epochs",
         "clone_lr": "cloning step size", "eval_every": "evaluate every N rounds", "step_delay": "step delay (s)",
         "sensitive_states": "sensitive states", "workers": "environment workers", "env_latency_s": "environment latency (s)",
-        "probe_every": "replay exploit probes every N rounds", "on_onset": "at a hacking onset",
+        "fleet_backend": "fleet backend", "probe_every": "replay exploit probes every N rounds", "on_onset": "at a hacking onset",
     }
 
     kind: Literal["tabular"] = Field(default="tabular", description="The tabular softmax policy of SPEC sections 1-8.")
@@ -57,6 +57,7 @@ class TabularConfig(RunConfig):
     tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(_refund_task().train_dataset()), min_length=1, max_length=10_000, description="Training tasks, sampled in this order every round.")
     eval_tasks: list[TaskSpec] = Field(default_factory=lambda: task_specs(_refund_task().eval_dataset()), min_length=1, max_length=10_000, description="Held-out tasks for greedy evaluation.")
     workers: int = Field(default=1, ge=1, le=256, description="Environment fleet: worker processes that sample each round's rollouts in parallel (1: in the run process). With more than 1, or an environment latency, each rollout gets a seed of its own, so the batch is the same for any number of workers but differs from the single-RNG run of SPEC section 8.")
+    fleet_backend: Literal["processes", "ray"] = Field(default="processes", description="Where the environment workers run: 'processes' on the run's machine, or 'ray': one Ray actor per worker on the Ray cluster the run is on (launched with --backend ray, or RAY_ADDRESS); the batch is the same either way. 'ray' needs pip install .[ray] where the run runs.")
     env_latency_s: float = Field(default=0.0, ge=0, le=60, description="Seconds every environment step waits, as an environment behind a network or a sandbox would (SPEC section 9 declares 0.3 s); what a fleet of workers hides.")
     probe_every: int = Field(default=5, ge=0, le=100_000, description="Replay the exploit probes greedily every N rounds while training (0: never during training), so a hacking onset shows as it happens.")
     on_onset: Literal["warn", "stop"] = Field(default="warn", description="At a hacking onset (agentrl.monitor): 'warn' records it and goes on; 'stop' ends the run cleanly with the reason.")

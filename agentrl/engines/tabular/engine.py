@@ -141,8 +141,9 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
             run.step_done(step)
 
         fleet = None
-        if config.workers > 1 or config.env_latency_s > 0:
-            fleet = RolloutFleet(config.workers, config.seed, config.max_steps, config.env_latency_s)
+        if config.workers > 1 or config.env_latency_s > 0 or config.fleet_backend != "processes":
+            fleet = RolloutFleet(config.workers, config.seed, config.max_steps, config.env_latency_s,
+                                 backend=config.fleet_backend)
         try:
             result = train(
                 policy, tasks, scorer, random.Random(config.seed), rounds=config.rounds,
