@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentrl.record.rows import TABLE_SCHEMAS, to_arrow  # noqa: E402
 from agentrl.record.rundir import create_run_dir, iso, utc_now  # noqa: E402
-from agentrl.store.ingest import Ingestor, apply_schema, connect  # noqa: E402
+from agentrl.store.db import apply_schema  # noqa: E402
+from agentrl.store.ingest import Ingestor, connect  # noqa: E402
 
 RUN_ID = "20260101-000000-bench-0000"
 STATES = ["start", "known_low", "known_high", "approved", "recover", "done"]

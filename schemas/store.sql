@@ -137,6 +137,26 @@ CREATE TABLE IF NOT EXISTS events (
     message   VARCHAR
 );
 
+-- The mean of every reward component per step, kept at ingest in the transaction that adds the
+-- step's trajectories (one row per run, step, component and commit: a step whose trajectories
+-- came in two commits has two rows, so a reader sums `total` and `n`). Compare reads this
+-- instead of unnesting every trajectory's `components` map. `rebuild` recreates it with the
+-- trajectories; a store made before it existed gets it on its first read-write open
+-- (migration 'step_components' in store_migrations).
+CREATE TABLE IF NOT EXISTS step_components (
+    run_id    VARCHAR NOT NULL,
+    step      INTEGER NOT NULL,
+    component VARCHAR NOT NULL,
+    total     DOUBLE,                     -- sum of the component's values
+    n         BIGINT NOT NULL             -- how many trajectories carried a value for it
+);
+
+-- Data migrations applied to this store (what DDL alone cannot do: filling a new table).
+CREATE TABLE IF NOT EXISTS store_migrations (
+    name       VARCHAR PRIMARY KEY,
+    applied_at TIMESTAMP NOT NULL
+);
+
 -- Ingest bookkeeping: a chunk file is taken once, in the same transaction as its rows.
 CREATE TABLE IF NOT EXISTS ingested_files (
     path        VARCHAR PRIMARY KEY,        -- relative to the runs directory

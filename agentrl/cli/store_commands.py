@@ -1,6 +1,6 @@
 """Commands on the store: `ingest` (copy pending chunks into DuckDB), `export` (a run's tables as
-files), `check` (read every block of the store) and `rebuild` (recreate it from the runs' chunks
-and the decisions log)."""
+files), `check` (read every block of the store), `rebuild` (recreate it from the runs' chunks
+and the decisions log) and `compact` (rewrite each finished run's commits as one)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     rebuild = sub.add_parser("rebuild", help="recreate agentrl.duckdb from the runs' chunks and the decisions log")
     add_runs_dir(rebuild)
     rebuild.set_defaults(func=cmd_rebuild)
+
+    compact = sub.add_parser("compact", help="rewrite each finished, ingested run's many commits as one (the dashboard "
+                                             "does it by itself a minute after a run ends)")
+    compact.add_argument("run_ids", nargs="*", help="only these runs (default: every finished run)")
+    add_runs_dir(compact)
+    compact.set_defaults(func=cmd_compact)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -91,4 +97,34 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     if not runs_dir.is_dir():
         raise RunsDirError(f"runs directory {str(runs_dir)!r} does not exist")
     print(rebuild(runs_dir).summary())
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from agentrl.record.rundir import RunDir
+    from agentrl.store.compact import compact_run
+    from agentrl.store.db import connect
+    from agentrl.store.ingest import Ingestor
+
+    runs_dir = runs_dir_of(args)
+    if not runs_dir.is_dir():
+        raise RunsDirError(f"runs directory {str(runs_dir)!r} does not exist")
+    con = connect(runs_dir)
+    try:
+        ingestor = Ingestor(con, runs_dir)
+        while ingestor.ingest().files:  # a run is compacted only once the store holds every commit of it
+            pass
+        wanted = args.run_ids or sorted(ingestor.drained)
+        unknown = [r for r in wanted if not (runs_dir / r / "run.json").is_file()]
+        if unknown:
+            raise UsageError(f"no run {unknown[0]!r} in {runs_dir} (see `python -m agentrl runs`)")
+        before = after = 0
+        for run_id in wanted:
+            report = compact_run(ingestor, RunDir(runs_dir / run_id))
+            print(report.summary())
+            if report.number is not None:
+                before, after = before + report.bytes_before, after + report.bytes_after
+    finally:
+        con.close()
+    print(f"compacted chunks: {before / 2**20:,.1f} MiB -> {after / 2**20:,.1f} MiB")
     return 0

@@ -13,8 +13,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import pyarrow.parquet as pq
-
 from agentrl.monitor.onset import DEFAULT_THRESHOLDS, Onset, OnsetDetector
 from agentrl.monitor.signals import Rollout, drift_signals, probe_signals, rollout_signals
 from agentrl.record.chunks import list_commits
@@ -48,26 +46,29 @@ class ChunkWatcher:
     def poll(self) -> list[Reading]:
         """Readings of the steps whose `steps` row arrived since the last poll."""
         for commit in list_commits(self.run.root, after=self._after):
+            replaced_read = commit.replaces and max(last for _, last in commit.replaces) <= self._after
             self._after = commit.number
+            if replaced_read:  # a compacted commit of rows already read, one by one
+                continue
             files = commit.files
             if "trajectories" in files:
-                for row in pq.read_table(files["trajectories"], columns=["step", "reward", "violation", "success", "vetoed"]).to_pylist():
+                for row in commit.read("trajectories", columns=["step", "reward", "violation", "success", "vetoed"]).to_pylist():
                     self._rollouts.append(Rollout(row["step"], float(row["reward"] or 0.0), bool(row["violation"]),
                                                   bool(row["success"]), bool(row["vetoed"])))
             if "action_probs" in files:
-                for row in pq.read_table(files["action_probs"]).to_pylist():
+                for row in commit.read("action_probs").to_pylist():
                     self._dists.setdefault(row["step"], {}).setdefault(row["state"], {})[row["action"]] = row["prob"]
             if "evals" in files:
-                for row in pq.read_table(files["evals"]).to_pylist():
+                for row in commit.read("evals").to_pylist():
                     if row["split"] == "probe":
                         self._probes.setdefault(row["step"], []).append(bool(row["violation"]))
             if "events" in files and self.recorded_onset is None:
-                for row in pq.read_table(files["events"]).to_pylist():
+                for row in commit.read("events").to_pylist():
                     if row["kind"] == "onset":
                         self.recorded_onset = Onset(row["step"], row["signal"], row["value"], row["threshold"], 0)
                         break
             if "steps" in files:
-                self._done_steps.extend(pq.read_table(files["steps"], columns=["step"]).column("step").to_pylist())
+                self._done_steps.extend(commit.read("steps", columns=["step"]).column("step").to_pylist())
         readings = []
         steps = sorted(set(self._done_steps))
         new = steps[self._reported:]

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agentrl.record.locations import check_chunks_url
 from agentrl.record.rows import RecordError
 from agentrl.record.run import Run
 from agentrl.record.rundir import (
@@ -43,13 +44,16 @@ SCRIPT_KIND = "script"  # the engine (agentrl.engines.registry) of every run a u
 
 
 def init(name: str | None = None, config: Any = None, runs_dir: str | Path | None = None, *,
-         total_steps: int | None = None, scorer: str = "outcome", flush_interval: float | None = None) -> Run:
+         total_steps: int | None = None, scorer: str = "outcome", flush_interval: float | None = None,
+         chunks_url: str | None = None) -> Run:
     """Start recording a run; returns its writer (also a context manager).
 
     name: shown on every page (default: the script's file name). config: the run's settings, a
     dict, dataclass, pydantic model, argparse namespace or anything with `to_dict()`; stored as
     JSON. runs_dir: default `$AGENTRL_RUNS_DIR`, else `runs/`. total_steps: for the Live page's
     progress and ETA. scorer: the label the run is compared under ('outcome' or 'guarded').
+    chunks_url: write the run's chunks under `<chunks_url>/<run_id>/` instead of its folder (a
+    shared folder or any fsspec URL, such as s3://bucket/chunks; default `$AGENTRL_CHUNKS_URL`).
     """
     from agentrl.scorers import SCORERS
 
@@ -57,6 +61,8 @@ def init(name: str | None = None, config: Any = None, runs_dir: str | Path | Non
         raise ValueError(f"total_steps must be a positive int, not {total_steps!r}")
     if scorer not in SCORERS:
         raise ValueError(f"scorer must be one of {sorted(SCORERS)} (the label the run is compared under), not {scorer!r}")
+    if chunks_url is not None:  # a URL fsspec cannot open is refused before a run folder is made
+        check_chunks_url(chunks_url)
     settings = plain_config(config)
     attached = os.environ.get(RUN_DIR_ENV)
     if attached:
@@ -75,7 +81,8 @@ def init(name: str | None = None, config: Any = None, runs_dir: str | Path | Non
         run_dir = new_run(Path(runs_dir) if runs_dir is not None else default_runs_dir(), name or default_name(),
                           SCRIPT_KIND, scorer, settings, total_steps=total_steps)
         supervised = False
-    run = Run(run_dir, total_steps, supervised=supervised, close_at_exit=True, flush_interval=flush_interval)
+    run = Run(run_dir, total_steps, supervised=supervised, close_at_exit=True, flush_interval=flush_interval,
+              chunks_url=chunks_url)
     if attached:
         _OPEN[Path(attached).resolve()] = run
     return run

@@ -11,7 +11,9 @@ a step ends, and at close) as one **commit**:
 
 Each file is written under a dot-prefixed temporary name, fsynced and renamed into place; the
 commit marker is written the same way after every file of the flush is in place. Only a commit
-marker makes a flush visible, and the store ingests a commit's files in one transaction. With
+marker makes a flush visible, and the store ingests a commit's files in one transaction. A run
+given a chunks URL writes the same files there instead (`agentrl.record.locations`: a rename
+where the filesystem has one, else one PUT per file, the marker last either way). With
 `hold_steps` (a `Run` sets it) a flush takes a step's trajectories, action probabilities and
 evaluations only once that step's `steps` row is buffered, so a timed flush that falls between
 a step's first rows and its last cannot split it: a step's rows in every table become visible
@@ -24,6 +26,12 @@ One writer per run folder: a `ChunkWriter` holds `<run_dir>/.writer.lock` (flock
 processes (or two writers in one) can never number commits alike; the kernel releases it when
 its holder dies. Only the store (`agentrl.store.ingest`) reads chunks back. Runs written before this layout (record
 schema 1: `<run_dir>/<table>/part-NNNNN.parquet`) are still read by the store.
+
+Commits are numbered without gaps (a writer starts at the highest complete commit + 1), which
+lets the store look for the next number instead of listing the folder. A **compacted** commit
+(`agentrl.store.compact`) holds every row of the commits it lists under `replaces` (ranges of
+numbers); once its marker is visible those commits are superseded, and `list_commits` leaves
+them out even if a compaction cut short left some of their files.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from agentrl.record.locations import ChunkFolder, LocalFolder, chunk_folder
 from agentrl.record.rows import CHUNK_TABLES, to_arrow
 
 FLUSH_INTERVAL_S = 1.0
@@ -60,81 +69,164 @@ def _step_of(row) -> int:
 
 @dataclass(frozen=True)
 class Commit:
-    """One flush on disk: its number and the file of each table it holds."""
+    """One flush on disk: its number and the file of each table it holds (Paths in a local
+    folder, URLs behind an fsspec one); a compacted commit also lists the numbers it replaces."""
 
     number: int
-    marker: Path
-    files: dict[str, Path]
+    marker: Path | str
+    files: dict[str, Path | str]
+    folder: ChunkFolder | None = None
+    replaces: tuple[tuple[int, int], ...] = ()
 
     @property
     def name(self) -> str:
-        return self.marker.name
+        return commit_number_name(self.number) + COMMIT_SUFFIX
+
+    def file_name(self, table: str) -> str:
+        return f"{commit_number_name(self.number)}.{table}.parquet"
+
+    def read(self, table: str, columns: list[str] | None = None) -> pa.Table:
+        """One table file of this commit, as written."""
+        folder = self.folder or LocalFolder(Path(self.marker).parent)
+        return folder.read_table(self.file_name(table), columns=columns)
+
+    def supersedes(self, number: int) -> bool:
+        return any(first <= number <= last for first, last in self.replaces)
 
 
 def commit_number_name(number: int) -> str:
     return f"{number:08d}"
 
 
-def list_commits(run_dir: Path, after: int = -1, skip: Container[str] = ()) -> list[Commit]:
+def marker_name(number: int) -> str:
+    return commit_number_name(number) + COMMIT_SUFFIX
+
+
+def commit_number(name: str) -> int | None:
+    """The number of a commit marker's file name, or None for any other file."""
+    match = _COMMIT.match(name)
+    return int(match.group(1)) if match else None
+
+
+def list_commits(run_dir: Path, after: int = -1, skip: Container[str] = (), folder: ChunkFolder | None = None) -> list[Commit]:
     """Complete commits of a run, in order; only those numbered above `after` when given, and
-    none whose marker name is in `skip` (commits a reader already took: their markers are not read)."""
-    folder = Path(run_dir) / CHUNKS_DIR
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
+    none whose marker name is in `skip` (commits a reader already took: their markers are not read).
+    Commits a visible compacted commit replaces are left out. `folder`: where the chunks are
+    (default: where the run's run.json says, else `<run_dir>/chunks`)."""
+    commits = scan_commits(folder if folder is not None else chunk_folder(run_dir), after, skip)
+    return superseded_out(commits)
+
+
+def scan_commits(folder: ChunkFolder, after: int = -1, skip: Container[str] = ()) -> list[Commit]:
+    """Every complete commit of a chunk folder (one listing), superseded or not, in order."""
     found = []
-    for name in names:
-        match = _COMMIT.match(name)
-        if not match or int(match.group(1)) <= after or name in skip:
+    for name in folder.names():
+        number = commit_number(name)
+        if number is None or number <= after or name in skip:
             continue
-        number = int(match.group(1))
-        marker = folder / name
-        found.append(Commit(number, marker, {}))
-    found.sort(key=lambda c: c.number)
-    return [Commit(c.number, c.marker, read_commit_files(c.marker)) for c in found]
+        found.append(number)
+    found.sort()
+    return [read_commit(folder, number) for number in found]
+
+
+def read_commit(folder: ChunkFolder, number: int) -> Commit:
+    """The commit numbered `number` of a folder, its marker read (an unreadable marker names no file;
+    the store reports it)."""
+    name = marker_name(number)
+    tables, replaces = {}, ()
+    try:
+        text = folder.read_text(name)
+    except FileNotFoundError:
+        text = None
+    except OSError:
+        if folder.remote:  # behind a URL: the network, not the marker; the reader tries again later
+            raise ChunkFolderUnreachable(f"{folder.locate(name)} cannot be read now") from None
+        text = None
+    try:
+        payload = json.loads(text) if text is not None else {}
+        tables = payload.get("tables", {})
+        replaces = _ranges(payload.get("replaces", ()))
+        if not isinstance(tables, dict):
+            raise ValueError("tables is not an object")
+    except (ValueError, AttributeError, TypeError):
+        tables, replaces = {}, ()
+    prefix = commit_number_name(number)
+    files = {table: folder.locate(f"{prefix}.{table}.parquet") for table in tables if table in CHUNK_TABLES}
+    return Commit(number, folder.locate(name), files, folder, replaces)
+
+
+class ChunkFolderUnreachable(OSError):
+    """A chunk folder behind a URL could not be read just now (a network or permission error):
+    nothing is wrong with the commit, and it is read again later."""
+
+
+def _ranges(value) -> tuple[tuple[int, int], ...]:
+    ranges = []
+    for item in value or ():
+        first, last = item  # ValueError/TypeError: a damaged marker
+        if not (isinstance(first, int) and isinstance(last, int)) or first > last:
+            raise ValueError(f"bad range {item!r}")
+        ranges.append((first, last))
+    return tuple(ranges)
+
+
+def as_ranges(numbers) -> list[list[int]]:
+    """Sorted numbers as [first, last] ranges of consecutive numbers (what `replaces` holds)."""
+    ranges: list[list[int]] = []
+    for number in sorted(numbers):
+        if ranges and number == ranges[-1][1] + 1:
+            ranges[-1][1] = number
+        else:
+            ranges.append([number, number])
+    return ranges
+
+
+def superseded_out(commits: list[Commit]) -> list[Commit]:
+    """`commits` without those a later compacted commit among them replaces."""
+    compacted = [c for c in commits if c.replaces]
+    if not compacted:
+        return commits
+    return [c for c in commits if not any(k.number > c.number and k.supersedes(c.number) for k in compacted)]
 
 
 def read_commit_files(marker: Path) -> dict[str, Path]:
-    """The table files a commit marker names (an unreadable marker names none; the store reports it)."""
-    try:
-        tables = json.loads(marker.read_text()).get("tables", {})
-    except (OSError, ValueError, AttributeError):
+    """The table files a local commit marker names (an unreadable marker names none; the store reports it)."""
+    number = commit_number(Path(marker).name)
+    if number is None:
         return {}
-    prefix = marker.name[: -len(COMMIT_SUFFIX)]
-    return {table: marker.with_name(f"{prefix}.{table}.parquet") for table in tables if table in CHUNK_TABLES}
+    return read_commit(LocalFolder(Path(marker).parent), number).files
 
 
-def chunk_files(run_dir: Path, table: str) -> list[Path]:
+def chunk_files(run_dir: Path, table: str) -> list[Path | str]:
     """Every committed file of one table, in commit order (and a record-schema-1 run's part files)."""
     files = [c.files[table] for c in list_commits(run_dir) if table in c.files]
     return files + sorted((Path(run_dir) / table).glob(LEGACY_GLOB))
 
 
-def sweep_uncommitted(run_dir: Path) -> list[Path]:
+def sweep_uncommitted(run_dir: Path, folder: ChunkFolder | None = None) -> list[Path | str]:
     """Remove temporary files and table files of flushes that never wrote their commit marker
     (a flush cut short by a kill). A file whose flush has a marker stays, even when the marker
     cannot be read: the store names that commit instead.
 
-    Call it only when no writer is running on the run (its next flush may be half written).
+    Call it only when no writer is running on the run (its next flush may be half written); while
+    a process holds the run's writer lock (a writer, or a compaction) it removes nothing.
     """
-    folder = Path(run_dir) / CHUNKS_DIR
+    folder = folder if folder is not None else chunk_folder(run_dir)
+    guard = _try_lock(Path(run_dir))
+    if guard is False:
+        return []  # someone writes this run right now
     try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    committed = {match.group(1) for name in names if (match := _COMMIT.match(name))}
-    removed = []
-    for name in names:
-        if name.split(".", 1)[0] in committed:
-            continue
-        path = folder / name
-        try:
-            path.unlink()
-            removed.append(path)
-        except OSError:
-            pass
-    return removed
+        names = folder.names()
+        committed = {match.group(1) for name in names if (match := _COMMIT.match(name))}
+        removed = []
+        for name in names:
+            if name.split(".", 1)[0] in committed or name == WRITER_LOCK:
+                continue
+            if folder.remove(name):
+                removed.append(folder.locate(name))
+        return removed
+    finally:
+        _release(guard if isinstance(guard, int) else None)
 
 
 def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
@@ -157,8 +249,10 @@ class ChunkWriter:
 
     def __init__(self, run_dir: Path, interval: float = FLUSH_INTERVAL_S, on_flush: Callable[[], None] | None = None,
                  run_id: str | None = None, prepare: Callable[[dict[str, list]], dict[str, list]] | None = None,
-                 hold_steps: bool = False):
+                 hold_steps: bool = False, folder: ChunkFolder | None = None):
         self.run_dir = Path(run_dir)
+        # Where the commits go: the run folder's chunks/ (plain os calls), or a chunks URL.
+        self.folder = folder if folder is not None else chunk_folder(self.run_dir)
         self.run_id = run_id or self.run_dir.name
         self.interval = interval
         self.on_flush = on_flush
@@ -172,7 +266,7 @@ class ChunkWriter:
         self._flush_lock = threading.Lock()  # one flush at a time, so commits land in order
         self._last_flush = time.monotonic()
         self._last_tick = time.monotonic()
-        self._next = max((c.number for c in list_commits(self.run_dir)), default=-1) + 1
+        self._next = max((c.number for c in list_commits(self.run_dir, folder=self.folder)), default=-1) + 1
         self._soon = threading.Event()
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -204,7 +298,7 @@ class ChunkWriter:
         if not self._soon.is_set():  # setting it again would take its lock for nothing
             self._soon.set()
 
-    def flush(self, final: bool = False) -> Path | None:
+    def flush(self, final: bool = False) -> Path | str | None:
         """Write the buffered rows as one commit now (with `hold_steps`, rows of a step whose
         `steps` row is not buffered yet wait, unless `final`); returns its marker, or None when
         nothing was written."""
@@ -229,7 +323,7 @@ class ChunkWriter:
             self._buffers[table] = []
         return pending
 
-    def _flush(self, final: bool = False) -> Path | None:
+    def _flush(self, final: bool = False) -> Path | str | None:
         with self._lock:
             pending = self._take(final)
         if pending and self.prepare is not None:
@@ -239,16 +333,15 @@ class ChunkWriter:
         started = time.perf_counter()
         number = self._next
         prefix = commit_number_name(number)
-        folder = self.run_dir / CHUNKS_DIR
+        folder = self.folder
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.makedirs()
             for table, rows in pending.items():
-                data = to_arrow(table, rows, run_id=self.run_id)
-                _write_atomic(folder / f"{prefix}.{table}.parquet", lambda tmp, data=data: pq.write_table(data, tmp))
-            marker = folder / f"{prefix}{COMMIT_SUFFIX}"
+                self._put(f"{prefix}.{table}.parquet", to_arrow(table, rows, run_id=self.run_id))
             payload = json.dumps({"tables": {table: len(rows) for table, rows in pending.items()}})
-            _write_atomic(marker, lambda tmp: tmp.write_text(payload))
-            _fsync_dir(folder)
+            self._put(marker_name(number), payload)  # last: only now is the flush visible
+            folder.sync()
+            marker = folder.locate(marker_name(number))
         except BaseException:
             # Keep the rows for the next attempt (a full disk may have room again), ahead of newer ones.
             with self._lock:
@@ -258,6 +351,20 @@ class ChunkWriter:
         self._next = number + 1
         self.flush_latencies_s.append(time.perf_counter() - started)
         return marker
+
+    def _put(self, name: str, data: pa.Table | str) -> None:
+        """One file of a commit, published atomically: in a local folder exactly as always
+        (temporary name, fsync, rename), else through the chunk folder (a rename or one PUT)."""
+        if isinstance(self.folder, LocalFolder):
+            path = self.folder.path / name
+            if isinstance(data, str):
+                _write_atomic(path, lambda tmp: tmp.write_text(data))
+            else:
+                _write_atomic(path, lambda tmp: pq.write_table(data, tmp))
+        elif isinstance(data, str):
+            self.folder.write_text(name, data)
+        else:
+            self.folder.write_table(name, data)
 
     def _loop(self) -> None:
         _warm_up()
@@ -335,6 +442,38 @@ def _claim(run_dir: Path) -> int | None:
     return fd
 
 
+def claim_run(run_dir: Path) -> int | None:
+    """Take a run folder's writer lock (WriterBusyError while a writer holds it): what a
+    compaction holds, so no writer starts and no sweep runs while it rewrites the run's chunks."""
+    return _claim(Path(run_dir))
+
+
+def release_run(fd: int | None) -> None:
+    _release(fd)
+
+
+def _try_lock(run_dir: Path) -> int | None | bool:
+    """The writer lock taken without waiting: its fd, None when there is none to take (no lock
+    file, or no flock here: nobody can be writing through it), False while someone holds it."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        fd = os.open(run_dir / WRITER_LOCK, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def _release(fd: int | None) -> None:
     if fd is None:
         return
@@ -355,17 +494,3 @@ def _warm_up() -> None:
         pa.array([0.0])
     except Exception:  # the real flush will report whatever is wrong
         pass
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the renames durable (a power cut after a commit must not lose its files)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -37,6 +37,7 @@ import psutil
 
 from agentrl.record.chunks import ChunkWriter
 from agentrl.record.hardware import ProcessTreeSampler
+from agentrl.record.locations import CHUNKS_URL_ENV, ChunkLocationError, check_chunks_url, folder_at, recorded_location, run_location
 from agentrl.record.rows import (
     FIELD_NAMES,
     RECORD_TYPES,
@@ -119,13 +120,15 @@ class Run:
     `supervised=True`: the script engine that started this process owns the run's lifecycle.
     `close_at_exit=True` (`agentrl.init`): a run still open when the interpreter exits is closed
     then, `cancelled` after Ctrl-C, `failed` after an uncaught exception. `hardware=False`: no
-    samples of this process (rows imported from another time).
+    samples of this process (rows imported from another time). `chunks_url`: write the chunks
+    under `<chunks_url>/<run_id>/` (any fsspec URL or a shared folder; default
+    `$AGENTRL_CHUNKS_URL`, else the run folder's chunks/), recorded in run.json for the store.
     """
 
     def __init__(self, run_dir: RunDir, total_steps: int | None = None, step_delay: float = 0.0,
                  handle_signals: bool = False, before_close: Callable[[Run], None] | None = None,
                  flush_interval: float | None = None, supervised: bool = False, close_at_exit: bool = False,
-                 hardware: bool = True):
+                 hardware: bool = True, chunks_url: str | None = None):
         self.dir = run_dir
         self.run_id = run_dir.run_id
         self.total_steps = total_steps
@@ -151,8 +154,13 @@ class Run:
         self._tallies: dict[int, _StepTally] = {}
         # First the writer, which claims the folder: a second writer fails here, before it touches the status.
         kwargs = {} if flush_interval is None else {"interval": flush_interval}
+        location, record = _chunk_location(run_dir, chunks_url)
+        self.chunks_location = location  # None: the run folder's chunks/
         self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, prepare=self._prepare,
-                                  hold_steps=True, **kwargs)  # a step's rows land in the commit of its `steps` row
+                                  hold_steps=True, folder=folder_at(location) if location else None,
+                                  **kwargs)  # a step's rows land in the commit of its `steps` row
+        if record:  # before the first flush lands: the store reads run.json to find the chunks
+            run_dir.update_meta(chunks_url=location)
         if supervised:
             fields = {"writer_pid": os.getpid(), "step": 0}
         else:
@@ -438,6 +446,21 @@ class Run:
         if exc is None:
             self._raise_refused()
         return False  # the exception, if any, goes on
+
+
+def _chunk_location(run_dir: RunDir, chunks_url: str | None) -> tuple[str | None, bool]:
+    """Where this run's chunks go, and whether run.json must be told: the location run.json
+    records (a run written before), else `<chunks_url or $AGENTRL_CHUNKS_URL>/<run_id>`, else None
+    (the run folder's chunks/). A run asked to write elsewhere than it already does is refused."""
+    recorded = recorded_location(run_dir.meta())
+    base = chunks_url if chunks_url is not None else os.environ.get(CHUNKS_URL_ENV) or None
+    wanted = run_location(check_chunks_url(base), run_dir.run_id) if base else None
+    if recorded is not None:
+        if chunks_url is not None and wanted != recorded:
+            raise ChunkLocationError(f"run {run_dir.run_id} already writes its chunks to {recorded!r}, not {wanted!r}; "
+                                     "leave chunks_url out to go on writing there")
+        return recorded, False
+    return wanted, wanted is not None
 
 
 def _step_number(step) -> int:

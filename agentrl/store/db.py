@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 
 from agentrl.paths import SCHEMAS_DIR
-from agentrl.record.rundir import DB_FILENAME
+from agentrl.record.rundir import DB_FILENAME, utc_now
 
 
 Con = duckdb.DuckDBPyConnection  # a connection or a cursor: every query takes one
@@ -69,9 +69,55 @@ def database_file(con) -> Path | None:
     return None
 
 
+def file_identity(con) -> tuple[Path, tuple[int, int]] | None:
+    """The connection's database file and its (device, inode), to notice it being replaced."""
+    file = database_file(con)
+    try:
+        stat = os.stat(file) if file is not None else None
+    except OSError:
+        return None
+    return None if stat is None else (file, (stat.st_dev, stat.st_ino))
+
+
 def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
     for ddl in sorted(SCHEMAS_DIR.glob("*.sql")):
         con.execute(ddl.read_text())
+    migrate(con)
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill what a store made by an older agentrl lacks, once (`store_migrations` remembers):
+    `step_components` from the stored trajectories. A new store has nothing to fill."""
+    from agentrl.store.queries.ledger import backfill_step_components, migration_applied
+
+    if migration_applied(con, "step_components"):
+        return
+    with transaction(con) as cur:
+        backfill_step_components(cur, utc_now())
+
+
+class StoreWriteError(StoreError):
+    """The store could not be written (a full disk, an I/O error); the chunks wait on disk."""
+
+
+# DuckDB errors that a chunk's own values cause (its rows are refused, the store is fine).
+CHUNK_FAULTS = (duckdb.ConversionException, duckdb.ConstraintException, duckdb.InvalidInputException,
+                 duckdb.TypeMismatchException, duckdb.BinderException, duckdb.OutOfRangeException)
+
+
+def chunk_fault(error: duckdb.Error) -> bool:
+    """Whether DuckDB refused a chunk's rows for their values (the store itself is fine)."""
+    return isinstance(error, CHUNK_FAULTS) and not is_damage(error)
+
+
+def store_error(runs_dir: Path, error: duckdb.Error) -> StoreError:
+    """A DuckDB error of writing the store as one StoreError line (damaged, or cannot be written)."""
+    path = Path(runs_dir) / DB_FILENAME
+    if is_damage(error):
+        return damaged(path, error)
+    reason = " ".join(str(error).split())[:300]
+    return StoreWriteError(f"the store {path} cannot be written ({reason}); nothing was lost: the runs' chunks "
+                           f"stay on disk and are ingested once it can")
 
 
 # --- the runs-directory lock --------------------------------------------------------------------

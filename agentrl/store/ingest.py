@@ -12,10 +12,18 @@ Faults stay where they are: a damaged run file or chunk costs that run or chunk,
 (`ingest_errors`); a store that cannot be written (damaged, full disk, deleted under us) raises
 one `StoreError` line and blames no chunk. An Ingestor's first pass puts back decisions from the
 decisions log that the store lacks, so ingesting into a new store loses no review.
+
+A tick costs the same at step 15,625 as at step 10 (`agentrl.store.discovery`: a run's folder
+is listed when first seen and after it ends; in between a tick looks for the next commit number).
+Every run's new commits go in together, bounded per transaction. Chunks may sit behind an fsspec
+URL (run.json's `chunks_url`). A commit's trajectories bring their per-step reward-component sums
+(`step_components`) in the same transaction. A compacted commit (`agentrl.store.compact`) whose
+replaced commits the store holds already enters the ledger without its rows.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -29,34 +37,30 @@ from typing import Callable
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from agentrl.record.chunks import CHUNKS_DIR, LEGACY_GLOB, list_commits, sweep_uncommitted
-from agentrl.record.rows import CHUNK_TABLES, RECORD_SCHEMA_VERSION, conform
+from agentrl.record.chunks import CHUNKS_DIR, ChunkFolderUnreachable, Commit, commit_number, sweep_uncommitted
+from agentrl.record.locations import chunk_folder
+from agentrl.record.rows import RECORD_SCHEMA_VERSION, conform
 from agentrl.record.rundir import DB_FILENAME, TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
 from agentrl.record.runfiles import RunFileError, read_meta, read_status
 from agentrl.store import decisions
+from agentrl.store.discovery import Cursor, Unit, commit_unit, legacy_units, new_commits, path_signature, replaced_markers
+from agentrl.store.loop import BackgroundIngest  # noqa: F401 - the dashboard's loop, imported from here
+from agentrl.store.queries.ledger import aggregate_step_components, take_without_rows, upsert_run
 from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for callers
     StoreDamagedError,
     StoreError,
     StoreLockedError,
+    StoreWriteError,
+    chunk_fault,
     connect,
-    damaged,
-    database_file,
-    is_damage,
+    file_identity,
     rebuild_command,
+    store_error,
 )
 
-MAX_FILES_PER_TRANSACTION = 2000  # bounds one ingest tick's latency when a backlog builds up
-
-
-@dataclass(frozen=True)
-class _Unit:
-    """What one ingest transaction entry takes: a commit (every table of one flush) or a legacy part file."""
-
-    key: str  # the ledger's name for it: <run_id>/chunks/<n>.commit or <run_id>/<table>/part-N.parquet
-    marker: Path  # the file whose size and mtime identify it (the commit marker)
-    files: tuple[tuple[str, Path], ...]
+MAX_FILES_PER_TRANSACTION = 2000  # bounds one ingest transaction when a backlog builds up ...
+MAX_ROWS_PER_TRANSACTION = 200_000  # ... and this many rows (a few seconds on two busy cores)
 
 
 @dataclass
@@ -81,8 +85,9 @@ def _parse_ts(value) -> datetime | None:
 class Ingestor:
     """Copies new chunks and run status into the store; safe to call from one thread at a time.
 
-    Keeps in memory which files it has taken (seeded from `ingested_files`) and which ended runs
-    are fully drained, so a tick on an idle runs directory costs a few directory listings.
+    Keeps in memory which files it has taken (seeded from `ingested_files`), the next commit
+    number of each run and which ended runs are fully drained, so a tick costs a look per running
+    run whatever its length. `transaction_seconds` keeps how long each recent transaction took.
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, runs_dir: Path, log: Callable[[str], None] | None = None):
@@ -93,16 +98,41 @@ class Ingestor:
         try:
             self._taken: set[str] = set()
             self._taken_markers: dict[str, set[str]] = {}  # run id -> commit marker names taken (never read again)
+            self._highest: dict[str, int] = {}  # run id -> the highest commit number taken
             self._mark_taken(row[0] for row in con.execute("SELECT path FROM ingested_files").fetchall())
             self._bad: dict[str, tuple[int, int]] = {
                 row[0]: (row[1], row[2]) for row in con.execute("SELECT path, size, mtime_ns FROM ingest_errors").fetchall()
             }
         except duckdb.Error as error:  # a damaged store found on its first read
-            raise _store_error(self.runs_dir, error) from None
+            raise store_error(self.runs_dir, error) from None
         self._drained: set[str] = set()
+        self._cursors: dict[str, Cursor] = {}
+        self._said: dict[str, str] = {}  # run id -> the last "cannot be read now" it logged
         self._run_signatures: dict[str, tuple] = {}
-        self._db_file = _identity(con)  # the file this connection has open, to notice it being deleted
+        self._db_file = file_identity(con)  # the file this connection has open, to notice it being deleted
         self._replayed = False
+        self.transaction_seconds: collections.deque[float] = collections.deque(maxlen=100_000)
+        self.last_report: IngestReport | None = None
+        self.after_transaction: Callable[[], None] | None = None  # the store's upkeep, between two transactions
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Held for a whole ingest: what the store's upkeep takes so it never runs inside one."""
+        return self._lock
+
+    @property
+    def drained(self) -> frozenset[str]:
+        """Runs that ended and whose every commit this Ingestor has taken."""
+        return frozenset(self._drained)
+
+    def taken_markers(self, run_id: str) -> frozenset[str]:
+        return frozenset(self._taken_markers.get(run_id, ()))
+
+    def rescan(self, run_id: str) -> None:
+        """List this run's folder again at the next ingest (after a compaction was cut short)."""
+        with self._lock:
+            self._drained.discard(run_id)
+            self._cursors.pop(run_id, None)
 
     def ingest(self) -> IngestReport:
         with self._lock:
@@ -114,14 +144,17 @@ class Ingestor:
             except duckdb.Error as error:
                 # The store's fault (a damaged file, a full disk), never a chunk's: one StoreError
                 # line, and the chunks stay on disk for the next tick.
-                raise _store_error(self.runs_dir, error) from None
+                raise store_error(self.runs_dir, error) from None
             report.seconds = time.perf_counter() - started
+            self.last_report = report
             return report
 
     def _ingest(self, report: IngestReport) -> None:
         if not self._replayed:  # once per Ingestor: a rebuilt or deleted store gets its decisions back
             report.decisions = decisions.replay(self.con)
             self._replayed = True
+        pending: list[Unit] = []
+        ended: list[tuple[RunDir, Cursor | None, bool]] = []
         for run in list_run_dirs(self.runs_dir):
             if run.run_id in self._drained:
                 continue
@@ -131,18 +164,34 @@ class Ingestor:
                 self._bad_run_file(run, error, report)
                 continue
             self._run_file_fixed(run)
-            ended = status.get("status") in TERMINAL_STATUSES
             readable = self._sync_run(run, meta, status, report)
-            new_units = self._new_units(run) if readable else []
-            if new_units:
-                self._ingest_units(new_units, report)
-            # A run writes its terminal status only after its last flush, so the scan after it
-            # has ended finds everything it will ever write; what a flush cut short by a kill
-            # left (files no commit names) can go now that no writer runs.
-            if ended:
-                sweep_uncommitted(run.root)
-                if not new_units:
-                    self._drained.add(run.run_id)
+            cursor = self._cursor(run, meta) if readable else None
+            try:
+                new_units = self._new_units(run, cursor, status.get("status") in TERMINAL_STATUSES, report) \
+                    if cursor is not None else []
+            except OSError as error:  # its chunk URL cannot be reached now: this run waits, the others go on
+                if cursor is None or not cursor.folder.remote:
+                    raise
+                self._unreachable(run.run_id, error)
+                continue
+            pending += new_units
+            if status.get("status") in TERMINAL_STATUSES:
+                ended.append((run, cursor, bool(new_units)))
+        if pending:  # every run's new commits in as few transactions as MAX_FILES_PER_TRANSACTION allows
+            self._ingest_units(pending, report)
+        # A run writes its terminal status only after its last flush, so the scan after it has
+        # ended finds everything it will ever write; what a flush cut short by a kill left (files
+        # no commit names) can go now that no writer runs.
+        for run, cursor, had_units in ended:
+            try:
+                sweep_uncommitted(run.root, folder=cursor.folder if cursor is not None else None)
+            except OSError as error:
+                if cursor is None or not cursor.folder.remote:
+                    raise
+                self._unreachable(run.run_id, error)
+                continue
+            if not had_units:
+                self._drained.add(run.run_id)
 
     def _bad_run_file(self, run: RunDir, error: RunFileError, report: IngestReport) -> None:
         """Name a damaged run.json or status.json once (again only when the file changes)."""
@@ -154,7 +203,7 @@ class Ingestor:
         except OSError:
             signature = (None, None)
         if self._bad.get(key) != signature:
-            self._record_bad(key, path, error.detail, report)
+            self._record_bad(key, str(path), signature, error.detail, report)
 
     def _run_file_fixed(self, run: RunDir) -> None:
         """A run file named as damaged was rewritten and reads again: its error no longer stands."""
@@ -179,96 +228,116 @@ class Ingestor:
             marker = run.meta_path
             key = f"{run.run_id}/run.json"
             if key not in self._bad:
-                self._record_bad(key, marker, f"run {run.run_id} was written with record schema {version!r}; this "
-                                 f"agentrl reads schemas 1 to {RECORD_SCHEMA_VERSION}: upgrade agentrl to read it", report)
+                self._record_bad(key, str(marker), path_signature(marker), f"run {run.run_id} was written with record "
+                                 f"schema {version!r}; this agentrl reads schemas 1 to {RECORD_SCHEMA_VERSION}: "
+                                 "upgrade agentrl to read it", report)
             return False
         signature = tuple(sorted((k, str(v)) for k, v in status.items()))
         if self._run_signatures.get(run.run_id) == signature:
             return True
         config = meta.get("config") or {}
-        self.con.execute(
-            """
-            INSERT OR REPLACE INTO runs
-                (run_id, name, kind, scorer, status, config, created_at, started_at, ended_at,
-                 error, pid, total_steps, run_dir, record_schema_version)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                run.run_id,
-                meta.get("name", run.run_id),
-                meta.get("kind", config.get("kind", "tabular")),
-                meta.get("scorer", config.get("scorer", "")),
-                status.get("status", "queued"),
-                json.dumps(config),
-                _parse_ts(meta.get("created_at")) or utc_now(),
-                _parse_ts(status.get("started_at")),
-                _parse_ts(status.get("ended_at")),
-                status.get("error"),
-                status.get("pid"),
-                meta.get("total_steps"),
-                str(run.root),
-                version,
-            ],
-        )
+        upsert_run(self.con, [
+            run.run_id, meta.get("name", run.run_id), meta.get("kind", config.get("kind", "tabular")),
+            meta.get("scorer", config.get("scorer", "")), status.get("status", "queued"), json.dumps(config),
+            _parse_ts(meta.get("created_at")) or utc_now(), _parse_ts(status.get("started_at")),
+            _parse_ts(status.get("ended_at")), status.get("error"), status.get("pid"), meta.get("total_steps"),
+            str(run.root), version])
         self._run_signatures[run.run_id] = signature
         report.runs_synced += 1
         return True
 
-    def _new_units(self, run: RunDir) -> list[_Unit]:
-        """What the run has committed that the store has not taken: its commits, and the part
-        files of a record-schema-1 run."""
-        found = []
-        for commit in list_commits(run.root, skip=self._taken_markers.get(run.run_id, ())):
-            found.append(_Unit(f"{run.run_id}/{CHUNKS_DIR}/{commit.name}", commit.marker, tuple(commit.files.items())))
-        for table in CHUNK_TABLES:
-            for path in sorted((run.root / table).glob(LEGACY_GLOB)):
-                found.append(_Unit(f"{run.run_id}/{table}/{path.name}", path, ((table, path),)))
+    def _cursor(self, run: RunDir, meta: dict) -> Cursor:
+        """This run's place in its commits (a new one when run.json moves its chunks elsewhere)."""
+        folder = chunk_folder(run.root, meta)
+        cursor = self._cursors.get(run.run_id)
+        if cursor is None or cursor.folder != folder:
+            cursor = self._cursors[run.run_id] = Cursor(folder)
+        return cursor
+
+    def _new_units(self, run: RunDir, cursor: Cursor, ended: bool, report: IngestReport) -> list[Unit]:
+        """What the run has committed that the store has not taken (`agentrl.store.discovery`):
+        its commits, and when its folder was listed, the part files of a record-schema-1 run."""
+        taken = self._taken_markers.get(run.run_id, set())
+        commits, listed = new_commits(cursor, ended, taken, self._highest.get(run.run_id, -1))
+        found = legacy_units(run) if listed else []
+        found += [commit_unit(run.run_id, c, cursor.folder) for c in commits
+                  if not (c.replaces and self._held_already(run, c, taken, report))]
         fresh = []
         for unit in found:
             if unit.key in self._taken:
                 continue
-            if unit.key in self._bad:
-                try:
-                    stat = unit.marker.stat()
-                except OSError:
-                    continue
-                if self._bad[unit.key] == (stat.st_size, stat.st_mtime_ns):
-                    continue  # still the same broken file
+            if unit.key in self._bad and self._bad[unit.key] == unit.folder.signature(unit.marker):
+                continue  # still the same broken file
             fresh.append(unit)
         return fresh
 
-    def _read(self, unit: _Unit, report: IngestReport) -> list[tuple[str, pa.Table]] | None:
+    def _held_already(self, run: RunDir, commit: Commit, taken, report: IngestReport) -> bool:
+        """A compacted commit the store does not list yet: when the store took every commit it
+        replaces (a compaction stopped before its ledger step), enter it without its rows and say
+        True; when it took none (a rebuilt store), False: take it. Part of them is named, once."""
+        replaced = replaced_markers(commit)
+        held = sum(name in taken for name in replaced)
+        if held == 0:
+            return False
+        key = f"{run.run_id}/{CHUNKS_DIR}/{commit.name}"
+        if held < len(replaced):
+            if key not in self._bad:
+                self._record_bad(key, str(commit.marker), commit.folder.signature(commit.name),
+                                 f"this compacted commit replaces {len(replaced)} commits of which the store took only "
+                                 f"{held}; recreate the store from the chunks: {rebuild_command(self.runs_dir)}", report)
+            return True
+        rows = sum(commit.folder.num_rows(commit.file_name(table)) for table in commit.files)
+        cur = self.con.cursor()
+        try:
+            take_without_rows(cur, key, ",".join(commit.files), run.run_id, rows, utc_now())
+        finally:
+            cur.close()
+        self._mark_taken([key])
+        return True
+
+    def _read(self, unit: Unit, report: IngestReport) -> list[tuple[str, pa.Table]] | None:
         """Every table file of a unit, cast to its schema; None (and the unit named) if any fails."""
         try:
             if not unit.files:
                 raise ValueError("the commit names no table file")
             tables = []
-            for table, path in unit.files:
-                with pq.ParquetFile(path) as parquet:  # one file: half the cost of read_table's dataset machinery
-                    data = parquet.read()
+            for table, name in unit.files:
+                try:
+                    data = unit.folder.read_table(name)
+                except OSError as error:
+                    if unit.folder.remote and not isinstance(error, FileNotFoundError):
+                        raise ChunkFolderUnreachable(f"{unit.folder.locate(name)}: {error}") from None
+                    raise
                 try:
                     # As the current schema: a column added since the chunk was written is null.
                     tables.append((table, conform(table, data)))
                 except ValueError as error:
-                    raise ValueError(f"{path.name}: {error}") from None
+                    raise ValueError(f"{name}: {error}") from None
             return tables
         except Exception as error:  # any unreadable chunk is skipped, named, and remembered
-            self._record_bad(unit.key, unit.marker, f"{type(error).__name__}: {error}", report)
+            self._record_bad(unit.key, unit.where, unit.folder.signature(unit.marker), f"{type(error).__name__}: {error}",
+                             report)
             return None
 
-    def _record_bad(self, key: str, path: Path, reason: str, report: IngestReport) -> None:
-        try:
-            stat = path.stat()
-            size, mtime = stat.st_size, stat.st_mtime_ns
-        except OSError:
-            size, mtime = None, None
+    def _unreachable(self, run_id: str, error: OSError) -> None:
+        """A run's chunk URL failed: list it again next tick; say so once per distinct failure."""
+        cursor = self._cursors.get(run_id)
+        if cursor is not None:
+            cursor.scanned = False
+        message = f"ingest: the chunks of {run_id} cannot be read now ({error}); trying again"
+        if self._said.get(run_id) != message:
+            self._said[run_id] = message
+            self.log(message)
+
+    def _record_bad(self, key: str, where: str, signature: tuple, reason: str, report: IngestReport) -> None:
+        size, mtime = signature
         self._bad[key] = (size, mtime)
         self.con.execute(
             "INSERT OR REPLACE INTO ingest_errors (path, size, mtime_ns, error, seen_at) VALUES (?, ?, ?, ?, ?)",
             [key, size, mtime, reason, utc_now()],
         )
-        report.skipped.append((str(path), reason))
-        self.log(f"ingest: skipped {path}: {reason}")
+        report.skipped.append((where, reason))
+        self.log(f"ingest: skipped {where}: {reason}")
 
     def _check_same_file(self) -> None:
         """The file this connection writes must still be the store's file: deleted or replaced
@@ -287,17 +356,33 @@ class Ingestor:
                 f"(runs' chunks and the decisions log are on disk): stop this dashboard, then "
                 f"{rebuild_command(path.parent)} (or just restart the dashboard)")
 
-    def _ingest_units(self, units: list[_Unit], report: IngestReport) -> None:
-        for start in range(0, len(units), MAX_FILES_PER_TRANSACTION):
-            batch = units[start : start + MAX_FILES_PER_TRANSACTION]
-            loaded = [(unit, tables) for unit in batch if (tables := self._read(unit, report)) is not None]
-            if not loaded:
+    def _batches(self, units: list[Unit], report: IngestReport):
+        """The units read, in batches of at most MAX_FILES_PER_TRANSACTION commits and about
+        MAX_ROWS_PER_TRANSACTION rows: one transaction each, so a backlog never holds the store long."""
+        loaded, rows = [], 0
+        for unit in units:
+            try:
+                tables = self._read(unit, report)
+            except ChunkFolderUnreachable as error:  # read again at the next tick, not blamed
+                self._unreachable(unit.key.split("/", 1)[0], error)
                 continue
+            if tables is None:
+                continue
+            loaded.append((unit, tables))
+            rows += sum(t.num_rows for _, t in tables)
+            if len(loaded) >= MAX_FILES_PER_TRANSACTION or rows >= MAX_ROWS_PER_TRANSACTION:
+                yield loaded
+                loaded, rows = [], 0
+        if loaded:
+            yield loaded
+
+    def _ingest_units(self, units: list[Unit], report: IngestReport) -> None:
+        for loaded in self._batches(units, report):
             try:
                 self._commit(loaded)
             except duckdb.Error as error:
-                if not _chunks_fault(error):
-                    raise _store_error(self.runs_dir, error) from None
+                if not chunk_fault(error):
+                    raise store_error(self.runs_dir, error) from None
                 # One bad unit must not hold back the rest: retry them one by one.
                 for item in loaded:
                     try:
@@ -305,15 +390,19 @@ class Ingestor:
                     except duckdb.Error as error:
                         if self._already_taken(item[0].key):
                             continue  # another Ingestor on this database took it first
-                        if not _chunks_fault(error):
-                            raise _store_error(self.runs_dir, error) from None
-                        self._record_bad(item[0].key, item[0].marker, f"insert failed: {error}", report)
+                        if not chunk_fault(error):
+                            raise store_error(self.runs_dir, error) from None
+                        unit = item[0]
+                        self._record_bad(unit.key, unit.where, unit.folder.signature(unit.marker),
+                                         f"insert failed: {error}", report)
                         continue
                     report.files += 1
                     report.rows += sum(t.num_rows for _, t in item[1])
                 continue
             report.files += len(loaded)
             report.rows += sum(t.num_rows for _, tables in loaded for _, t in tables)
+            if self.after_transaction is not None:
+                self.after_transaction()
 
     def _already_taken(self, key: str) -> bool:
         if self.con.execute("SELECT count(*) FROM ingested_files WHERE path = ?", [key]).fetchone()[0]:
@@ -328,8 +417,22 @@ class Ingestor:
             folder, _, name = rest.rpartition("/")
             if folder == CHUNKS_DIR:
                 self._taken_markers.setdefault(run_id, set()).add(name)
+                number = commit_number(name)
+                if number is not None and number > self._highest.get(run_id, -1):
+                    self._highest[run_id] = number
 
-    def _commit(self, loaded: list[tuple[_Unit, list[tuple[str, pa.Table]]]]) -> None:
+    def mark_taken(self, keys) -> None:
+        """Ledger keys another writer of this store entered (a compaction): never take them again."""
+        self._mark_taken(list(keys))
+
+    def forget(self, keys) -> None:
+        """Ledger keys whose commits are gone (replaced by a compacted commit)."""
+        for key in keys:
+            self._taken.discard(key)
+            run_id, _, rest = key.partition("/")
+            self._taken_markers.get(run_id, set()).discard(rest.rpartition("/")[2])
+
+    def _commit(self, loaded: list[tuple[Unit, list[tuple[str, pa.Table]]]]) -> None:
         by_table: dict[str, list[pa.Table]] = {}
         for _, tables in loaded:
             for table, data in tables:
@@ -345,6 +448,7 @@ class Ingestor:
             }
         )
         cur = self.con.cursor()
+        started = time.perf_counter()
         try:
             cur.execute("BEGIN TRANSACTION")
             for table, parts in by_table.items():
@@ -352,6 +456,8 @@ class Ingestor:
                 cur.register("chunk_rows", chunk)
                 # Table names come from CHUNK_TABLES, never from input.
                 cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM chunk_rows")
+                if table == "trajectories":  # the per-step aggregates Compare reads, in the same transaction
+                    aggregate_step_components(cur)
                 cur.unregister("chunk_rows")
             cur.register("ledger_rows", ledger)
             cur.execute("INSERT INTO ingested_files BY NAME SELECT * FROM ledger_rows")
@@ -363,43 +469,12 @@ class Ingestor:
             raise
         finally:
             cur.close()
+            self.transaction_seconds.append(time.perf_counter() - started)
         self._mark_taken(unit.key for unit, _ in loaded)
 
 
 class StoreReplacedError(StoreError):
     """The database file was deleted or replaced under an open connection."""
-
-
-class StoreWriteError(StoreError):
-    """The store could not be written (a full disk, an I/O error); the chunks wait on disk."""
-
-
-# DuckDB errors that a chunk's own values cause (its rows are refused, the store is fine).
-_CHUNK_FAULTS = (duckdb.ConversionException, duckdb.ConstraintException, duckdb.InvalidInputException,
-                 duckdb.TypeMismatchException, duckdb.BinderException, duckdb.OutOfRangeException)
-
-
-def _chunks_fault(error: duckdb.Error) -> bool:
-    return isinstance(error, _CHUNK_FAULTS) and not is_damage(error)
-
-
-def _store_error(runs_dir: Path, error: duckdb.Error) -> StoreError:
-    path = Path(runs_dir) / DB_FILENAME
-    if is_damage(error):
-        return damaged(path, error)
-    reason = " ".join(str(error).split())[:300]
-    return StoreWriteError(f"the store {path} cannot be written ({reason}); nothing was lost: the runs' chunks "
-                           f"stay on disk and are ingested once it can")
-
-
-def _identity(con) -> tuple[Path, tuple[int, int]] | None:
-    """The connection's database file and its (device, inode), to notice it being replaced."""
-    file = database_file(con)
-    try:
-        stat = os.stat(file) if file is not None else None
-    except OSError:
-        return None
-    return None if stat is None else (file, (stat.st_dev, stat.st_ino))
 
 
 def ingest_once(runs_dir: Path, wait_s: float = 5.0) -> IngestReport:
@@ -409,60 +484,3 @@ def ingest_once(runs_dir: Path, wait_s: float = 5.0) -> IngestReport:
         return Ingestor(con, runs_dir).ingest()
     finally:
         con.close()
-
-
-class BackgroundIngest:
-    """The dashboard's ingest loop: `tick()` every `interval` seconds in a daemon thread, and at
-    once when `wake()` (polled every `poll` seconds in between) says something new was committed.
-
-    `tick` is given by the caller (it reconciles run liveness, then ingests), so this class
-    only owns the thread and remembers the last error for the UI to show. `wake` is cheap by
-    contract, such as `agentrl.store.watch.CommitWatch(runs_dir).changed`.
-    """
-
-    def __init__(self, tick: Callable[[], object], interval: float = 0.5, wake: Callable[[], bool] | None = None,
-                 poll: float = 0.02):
-        self.tick = tick
-        self.interval = interval
-        self.wake = wake
-        self.poll = poll
-        self.last_error: str | None = None
-        self.last_tick_at: float | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="agentrl-ingest", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick()
-                self.last_error = None
-            except Exception as error:  # keep the loop alive; the UI shows the message
-                # A StoreError is already one line saying what to do; anything else keeps its type.
-                self.last_error = str(error) if isinstance(error, StoreError) else f"{type(error).__name__}: {error}"
-                print(f"agentrl ingest loop: {self.last_error}", file=sys.stderr)
-            self.last_tick_at = time.time()
-            self._wait()
-
-    def _wait(self) -> None:
-        """Until the next regular tick, or sooner when `wake` says so."""
-        if self.wake is None:
-            self._stop.wait(self.interval)
-            return
-        deadline = time.monotonic() + self.interval
-        while not self._stop.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0 or self._stop.wait(min(self.poll, left)):
-                return
-            try:
-                if self.wake():
-                    return
-            except Exception as error:  # a failing watch must not stop ingest: fall back to the clock
-                print(f"agentrl ingest wake-up: {type(error).__name__}: {error}", file=sys.stderr)
-                self.wake = None
-                self._stop.wait(max(0.0, deadline - time.monotonic()))
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)

@@ -95,3 +95,70 @@ def test_step_and_run_ids_are_bound_not_formatted(pair_store):
     hostile = "x' OR '1'='1"
     assert queries.steps_for_runs(con, [hostile]).empty
     assert queries.find_trajectories(con, hostile).empty
+
+
+# --- per-step aggregates and thinned series (issue 15: Compare costs the same for 20 runs as for 2) ---
+
+UNNESTED_COMPONENTS = """
+    SELECT run_id, step, component, avg(value) AS value
+    FROM (SELECT run_id, step, unnest(map_keys(components)) AS component, unnest(map_values(components)) AS value
+          FROM trajectories WHERE list_contains(?, run_id))
+    GROUP BY ALL ORDER BY run_id, step, component
+"""
+
+
+def test_reward_components_kept_at_ingest_equal_the_mean_over_every_trajectory(pair_store):
+    con, _, ids = pair_store
+    runs = [ids["outcome"], ids["guarded"]]
+    kept = queries.reward_components_for_runs(con, runs)
+    direct = con.execute(UNNESTED_COMPONENTS, [runs]).df()
+    assert len(kept) == len(direct) > 0
+    assert kept[["run_id", "step", "component"]].values.tolist() == direct[["run_id", "step", "component"]].values.tolist()
+    assert kept["value"].tolist() == pytest.approx(direct["value"].tolist(), abs=1e-12)
+
+
+def test_a_store_made_before_step_components_gets_them_when_it_is_opened(pair_store):
+    from agentrl.store.ingest import connect
+
+    con, runs_dir, ids = pair_store
+    runs = [ids["outcome"], ids["guarded"]]
+    expected = queries.reward_components_for_runs(con, runs)
+    con.execute("DROP TABLE step_components")  # what an older agentrl's store lacks
+    con.execute("DELETE FROM store_migrations")
+    con.close()
+    reopened = connect(runs_dir)
+    try:
+        assert queries.migration_applied(reopened, "step_components")
+        assert queries.reward_components_for_runs(reopened, runs).equals(expected)
+    finally:
+        reopened.close()
+
+
+@pytest.mark.parametrize("max_steps", [2, 7, 1000])
+def test_thinned_series_keep_each_runs_first_and_last_step_and_at_most_max_steps(pair_store, max_steps):
+    con, _, ids = pair_store
+    runs = [ids["outcome"], ids["guarded"]]
+    full = queries.action_probs_for_runs(con, runs, "known_high")
+    thin = queries.action_probs_for_runs(con, runs, "known_high", max_steps=max_steps)
+    components = queries.reward_components_for_runs(con, runs, max_steps=max_steps)
+    everything = queries.reward_components_for_runs(con, runs)
+    for frame, whole in ((thin, full), (components, everything)):
+        for run_id in runs:
+            steps = sorted(set(frame[frame["run_id"] == run_id]["step"]))
+            all_steps = sorted(set(whole[whole["run_id"] == run_id]["step"]))
+            assert len(steps) <= max_steps and steps[0] == all_steps[0] and steps[-1] == all_steps[-1]
+            assert len(steps) == len(all_steps) if max_steps >= len(all_steps) else len(steps) >= max_steps // 2
+    # A kept step is the whole step: every action, the same probabilities.
+    merged = thin.merge(full, on=["run_id", "step", "action"], suffixes=("", "_full"))
+    assert len(merged) == len(thin) and (merged["prob"] == merged["prob_full"]).all()
+
+
+def test_the_distributions_at_one_step_are_that_steps_rows_of_the_whole_history(pair_store):
+    con, _, ids = pair_store
+    runs = [ids["outcome"], ids["guarded"]]
+    full = queries.action_probs_for_runs(con, runs, "known_high")
+    for step in (0, 13, 30):
+        at = queries.action_probs_at_step(con, runs, "known_high", step)
+        assert at.values.tolist() == full[full["step"] == step].values.tolist()
+    with pytest.raises(ValueError, match="max_steps"):
+        queries.action_probs_for_runs(con, runs, "known_high", max_steps=1)

@@ -26,7 +26,7 @@ from agentrl.store.ingest import Ingestor, StoreReplacedError
 from helpers import agentrl, ok
 
 # Columns that record when the store itself did something, not what was recorded.
-BOOKKEEPING = {"ingested_files": ("ingested_at",), "ingest_errors": ("seen_at",)}
+BOOKKEEPING = {"ingested_files": ("ingested_at",), "ingest_errors": ("seen_at",), "store_migrations": ("applied_at",)}
 
 
 def snapshot(con) -> dict[str, list]:

@@ -442,3 +442,24 @@ def test_a_finished_run_ingests_itself_when_the_store_is_free(runs_dir, procs):
         assert Ingestor(con, runs_dir).ingest().files == 0
     finally:
         con.close()
+
+
+def test_a_backlog_goes_in_as_transactions_of_bounded_rows_and_every_run_of_a_tick_in_one(runs_dir, con, monkeypatch):
+    import agentrl.store.ingest as ingest
+
+    for k in range(3):
+        make_run(runs_dir, run_id=f"20260101-00000{k}-test-0000", steps=6, status="running")
+    ingestor = Ingestor(con, runs_dir)
+    monkeypatch.setattr(ingest, "MAX_ROWS_PER_TRANSACTION", 12)  # two commits of 6 rows each
+    report = ingestor.ingest()
+    assert report.files == 18 and report.skipped == []
+    assert len(ingestor.transaction_seconds) == 9  # 18 commits, two a transaction, across the three runs
+    assert table_counts(con)["trajectories"] == 3 * 6 * 4
+    monkeypatch.setattr(ingest, "MAX_ROWS_PER_TRANSACTION", 200_000)
+    for k in range(3):  # one new commit in each of three runs: one transaction for the tick
+        writer = ChunkWriter(runs_dir / f"20260101-00000{k}-test-0000", interval=3600)
+        writer.append("steps", {"run_id": f"20260101-00000{k}-test-0000", "step": 7, "ts": utc_now()})
+        writer.close()
+    before = len(ingestor.transaction_seconds)
+    assert ingestor.ingest().files == 3
+    assert len(ingestor.transaction_seconds) == before + 1

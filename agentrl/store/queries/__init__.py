@@ -12,7 +12,8 @@ The functions live in one module per concept and are all importable from here
 - `review`: trajectories, the gate's sample, reviews, fixtures, promotions (Review, gate, CLI);
 - `hardware`: memory and CPU samples and budgets (Hardware);
 - `annotations`: run colours, tags, notes and the archived flag (every page);
-- `monitor`: what the onset monitor's signals read (trajectories' flags, distributions, probes, events).
+- `monitor`: what the onset monitor's signals read (trajectories' flags, distributions, probes, events);
+- `ledger`: the ingest ledger and the per-step aggregates ingest keeps (ingest, compaction, migrations).
 """
 
 from agentrl.store.db import Con
@@ -20,6 +21,7 @@ from agentrl.store.queries.annotations import *  # noqa: F401,F403
 from agentrl.store.queries.compare import *  # noqa: F401,F403
 from agentrl.store.queries.curves import *  # noqa: F401,F403
 from agentrl.store.queries.hardware import *  # noqa: F401,F403
+from agentrl.store.queries.ledger import *  # noqa: F401,F403
 from agentrl.store.queries.monitor import *  # noqa: F401,F403
 from agentrl.store.queries.review import *  # noqa: F401,F403
 from agentrl.store.queries.review import FLAG_COLUMNS  # noqa: F401

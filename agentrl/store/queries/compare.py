@@ -1,6 +1,10 @@
 """Several runs at once, for the Compare page. Run ids are bound as one list parameter.
 
-Store -> **queries.compare** -> analysis.compare -> Compare page.
+Store -> **queries.compare** -> analysis.compare -> Compare page. The per-step series can be
+asked for thinned (`max_steps`: at most that many evenly spaced steps of each run, its first and
+last among them), so 20 runs of 15,625 steps cost about what two short ones do; reward
+components come from `step_components`, the per-step sums ingest keeps, not from unnesting every
+trajectory's map.
 """
 
 from __future__ import annotations
@@ -22,15 +26,46 @@ def steps_for_runs(con: Con, run_ids: list[str]) -> pd.DataFrame:
     ).df()
 
 
-def action_probs_for_runs(con: Con, run_ids: list[str], state: str) -> pd.DataFrame:
-    """Every recorded distribution at `state` for several runs: run_id, step, action, prob."""
+def action_probs_for_runs(con: Con, run_ids: list[str], state: str, max_steps: int | None = None) -> pd.DataFrame:
+    """Every recorded distribution at `state` for several runs: run_id, step, action, prob
+    (with `max_steps`, at most that many evenly spaced steps of each run, its last included)."""
+    if max_steps is None:
+        return con.execute(
+            """
+            SELECT run_id, step, action, prob FROM action_probs
+            WHERE list_contains(?, run_id) AND state = ? ORDER BY run_id, step, action
+            """,
+            [list(run_ids), state],
+        ).df()
+    return con.execute(
+        """
+        WITH picked AS (SELECT run_id, step, action, prob FROM action_probs WHERE list_contains($runs, run_id) AND state = $state),
+        span AS (SELECT run_id, min(step) AS first, max(step) AS last,
+                        greatest(1, ceil((max(step) - min(step)) / $points))::BIGINT AS stride
+                 FROM picked GROUP BY run_id)
+        SELECT p.run_id, p.step, p.action, p.prob FROM picked p JOIN span s USING (run_id)
+        WHERE (p.step - s.first) % s.stride = 0 OR p.step = s.last
+        ORDER BY p.run_id, p.step, p.action
+        """,
+        {"runs": list(run_ids), "state": state, "points": _points(max_steps)},
+    ).df()
+
+
+def action_probs_at_step(con: Con, run_ids: list[str], state: str, step: int) -> pd.DataFrame:
+    """The distributions at `state` of several runs at one step: run_id, step, action, prob."""
     return con.execute(
         """
         SELECT run_id, step, action, prob FROM action_probs
-        WHERE list_contains(?, run_id) AND state = ? ORDER BY run_id, step, action
+        WHERE list_contains(?, run_id) AND state = ? AND step = ? ORDER BY run_id, action
         """,
-        [list(run_ids), state],
+        [list(run_ids), state, int(step)],
     ).df()
+
+
+def _points(max_steps: int) -> int:
+    if max_steps.__class__ is not int or max_steps < 2:
+        raise ValueError(f"max_steps must be an int of at least 2, not {max_steps!r}")
+    return max_steps - 1  # the stride leaves room for the last step
 
 
 def sensitive_states_for_runs(con: Con, run_ids: list[str]) -> list[str]:
@@ -53,18 +88,22 @@ def clipped_by_epoch_for_runs(con: Con, run_ids: list[str]) -> pd.DataFrame:
     ).df()
 
 
-def reward_components_for_runs(con: Con, run_ids: list[str]) -> pd.DataFrame:
-    """Mean of every reward component per step and run: run_id, step, component, value."""
+def reward_components_for_runs(con: Con, run_ids: list[str], max_steps: int | None = None) -> pd.DataFrame:
+    """Mean of every reward component per step and run: run_id, step, component, value (from
+    the per-step sums ingest keeps; with `max_steps`, at most that many evenly spaced steps of
+    each run, its last included)."""
     return con.execute(
         """
-        SELECT run_id, step, component, avg(value) AS value
-        FROM (
-            SELECT run_id, step, unnest(map_keys(components)) AS component, unnest(map_values(components)) AS value
-            FROM trajectories WHERE list_contains(?, run_id)
-        )
-        GROUP BY run_id, step, component ORDER BY run_id, step, component
+        WITH picked AS (SELECT run_id, step, component, total, n FROM step_components WHERE list_contains($runs, run_id)),
+        span AS (SELECT run_id, min(step) AS first, max(step) AS last,
+                        greatest(1, ceil((max(step) - min(step)) / $points))::BIGINT AS stride
+                 FROM picked GROUP BY run_id)
+        SELECT p.run_id, p.step, p.component, sum(p.total) / nullif(sum(p.n), 0) AS value
+        FROM picked p JOIN span s USING (run_id)
+        WHERE (p.step - s.first) % s.stride = 0 OR p.step = s.last
+        GROUP BY p.run_id, p.step, p.component ORDER BY p.run_id, p.step, p.component
         """,
-        [list(run_ids)],
+        {"runs": list(run_ids), "points": _points(max_steps) if max_steps is not None else 2**31},
     ).df()
 
 

@@ -1,0 +1,296 @@
+"""Where a run's chunks live: its own folder (plain `os` calls, as always) or any fsspec URL.
+
+Run -> chunks -> **locations** -> store. A run folder (run.json, status.json, the writer lock)
+always stays in the runs directory; its chunks go to `<run_dir>/chunks/` unless the run was
+given a chunks URL (`agentrl.init(chunks_url=...)`, `train --chunks-url`, or `$AGENTRL_CHUNKS_URL`):
+then they go to `<url>/<run_id>/`, and run.json records that location as `chunks_url`, so
+every reader (the store's ingest, `watch`, `rebuild`) finds them by reading run.json.
+
+What "atomic" means where (a reader never sees part of a file under its final name):
+
+- a local folder, or a plain path given as the URL: temporary dot-name, fsync, `os.replace`,
+  then fsync of the folder (exactly the path of runs without a URL; fsspec is not imported);
+- `file://` through fsspec: the same temporary name and rename (`fs.mv`), with an fsync;
+- any other filesystem (memory, s3, gcs, ...): one `fs.pipe_file` per file, a single PUT on an
+  object store, which shows the whole object or nothing.
+
+Either way a commit's marker is written only after every table file of it is complete, so a
+half-written commit is never visible. Listings through fsspec drop the filesystem's listing
+cache first (s3fs and gcsfs keep one), so a new commit is seen at the next look.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+CHUNKS_URL_ENV = "AGENTRL_CHUNKS_URL"  # the default base URL of every run's chunks
+CHUNKS_URL_KEY = "chunks_url"  # in run.json: the run's own chunk location (base URL + run id)
+LOCAL_CHUNKS_DIR = "chunks"
+
+
+class ChunkLocationError(ValueError):
+    """A chunks URL that cannot be used; the message names it and says what to change."""
+
+
+def _is_url(location: str) -> bool:
+    return "://" in location
+
+
+def run_location(base: str, run_id: str) -> str:
+    """Where a run given the chunks URL `base` writes: `<base>/<run_id>`."""
+    return f"{str(base).rstrip('/')}/{run_id}"
+
+
+def check_chunks_url(url: str) -> str:
+    """`url` if fsspec can open it (its protocol known and its package installed); else one
+    ChunkLocationError line saying what to install or change."""
+    url = str(url).strip()
+    if not url:
+        raise ChunkLocationError("the chunks URL is empty; give a folder or an fsspec URL such as s3://bucket/runs")
+    if not _is_url(url):
+        return url
+    try:
+        import fsspec.core
+
+        fsspec.core.url_to_fs(url)
+    except ImportError as error:
+        raise ChunkLocationError(f"chunks URL {url!r}: fsspec needs a package for it ({error}); install it, "
+                                 "or use a shared folder") from None
+    except (ValueError, TypeError, OSError) as error:
+        raise ChunkLocationError(f"chunks URL {url!r} cannot be opened: {error}") from None
+    return url
+
+
+class LocalFolder:
+    """A chunk folder on this machine, read and written with `os` (the default)."""
+
+    remote = False
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.url = str(self.path)
+
+    def locate(self, name: str) -> Path:
+        return self.path / name
+
+    def names(self) -> list[str]:
+        try:
+            return os.listdir(self.path)
+        except OSError:
+            return []
+
+    def exists(self, name: str) -> bool:
+        return os.path.exists(self.path / name)
+
+    def signature(self, name: str) -> tuple[int | None, int | None]:
+        """(size, mtime in ns) of a file: what says it changed since it was found bad."""
+        try:
+            stat = os.stat(self.path / name)
+        except OSError:
+            return (None, None)
+        return (stat.st_size, stat.st_mtime_ns)
+
+    def size(self, name: str) -> int:
+        try:
+            return os.stat(self.path / name).st_size
+        except OSError:
+            return 0
+
+    def read_text(self, name: str) -> str:
+        return (self.path / name).read_text()
+
+    def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
+        with pq.ParquetFile(self.path / name) as parquet:  # one file: half the cost of read_table's datasets
+            return parquet.read(columns=columns)
+
+    def num_rows(self, name: str) -> int:
+        with pq.ParquetFile(self.path / name) as parquet:
+            return parquet.metadata.num_rows
+
+    def write_table(self, name: str, data: pa.Table, **options) -> None:
+        self._write_atomic(name, lambda tmp: pq.write_table(data, tmp, **options))
+
+    def write_text(self, name: str, text: str) -> None:
+        self._write_atomic(name, lambda tmp: tmp.write_text(text))
+
+    def write_with(self, name: str, write: Callable[[object], None]) -> None:
+        """Write a file with `write(sink)` (a path here), published atomically."""
+        self._write_atomic(name, write)
+
+    def _write_atomic(self, name: str, write: Callable[[Path], None]) -> None:
+        path = self.path / name
+        tmp = path.with_name(f".{path.name}.tmp")
+        write(tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)  # atomic: readers see the whole file or nothing
+
+    def makedirs(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def remove(self, name: str) -> bool:
+        try:
+            os.unlink(self.path / name)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+
+    def sync(self) -> None:
+        """Make the renames durable (a power cut after a commit must not lose its files)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, LocalFolder) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+
+class FsspecFolder:
+    """A chunk folder behind an fsspec URL (`file://`, `memory://`, `s3://`, ...)."""
+
+    remote = True
+
+    def __init__(self, url: str):
+        import fsspec.core
+        from fsspec.implementations.local import LocalFileSystem
+
+        self.url = str(url).rstrip("/")
+        self.fs, self.root = fsspec.core.url_to_fs(self.url)
+        self.root = self.root.rstrip("/")
+        self.local = isinstance(self.fs, LocalFileSystem)  # has an atomic rename; else one PUT per file
+
+    def locate(self, name: str) -> str:
+        return f"{self.url}/{name}"
+
+    def _path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def names(self) -> list[str]:
+        try:
+            self.fs.invalidate_cache(self.root)
+            return [entry.rstrip("/").rsplit("/", 1)[-1] for entry in self.fs.ls(self.root, detail=False)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.fs.invalidate_cache(self.root)
+            return bool(self.fs.exists(self._path(name)))
+        except OSError:
+            return False
+
+    def signature(self, name: str) -> tuple[int | None, int | None]:
+        try:
+            info = self.fs.info(self._path(name))
+        except (OSError, ValueError):
+            return (None, None)
+        stamp = info.get("mtime") or info.get("created") or info.get("LastModified") or info.get("updated")
+        if hasattr(stamp, "timestamp"):
+            stamp = stamp.timestamp()
+        try:
+            stamp = int(float(stamp) * 1e9) if stamp is not None else None
+        except (TypeError, ValueError):
+            stamp = None
+        return (info.get("size"), stamp)
+
+    def size(self, name: str) -> int:
+        return self.signature(name)[0] or 0
+
+    def read_text(self, name: str) -> str:
+        return self.fs.cat_file(self._path(name)).decode()
+
+    def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
+        data = self.fs.cat_file(self._path(name))  # one GET, then parsed in memory
+        with pq.ParquetFile(pa.BufferReader(data)) as parquet:
+            return parquet.read(columns=columns)
+
+    def num_rows(self, name: str) -> int:
+        with pq.ParquetFile(pa.BufferReader(self.fs.cat_file(self._path(name)))) as parquet:
+            return parquet.metadata.num_rows
+
+    def write_table(self, name: str, data: pa.Table, **options) -> None:
+        self.write_with(name, lambda sink: pq.write_table(data, sink, **options))
+
+    def write_text(self, name: str, text: str) -> None:
+        self._put(name, text.encode())
+
+    def write_with(self, name: str, write: Callable[[object], None]) -> None:
+        sink = pa.BufferOutputStream()
+        write(sink)
+        self._put(name, sink.getvalue().to_pybytes())
+
+    def _put(self, name: str, data: bytes) -> None:
+        path = self._path(name)
+        if not self.local:
+            self.fs.pipe_file(path, data)  # one PUT: the whole object or nothing
+            return
+        tmp = self._path(f".{name}.tmp")
+        self.fs.pipe_file(tmp, data)
+        with open(tmp, "rb") as handle:  # a LocalFileSystem path is a path of this machine
+            os.fsync(handle.fileno())
+        self.fs.mv(tmp, path)  # a rename on one filesystem: atomic
+
+    def makedirs(self) -> None:
+        self.fs.makedirs(self.root, exist_ok=True)
+
+    def remove(self, name: str) -> bool:
+        try:
+            self.fs.rm_file(self._path(name))
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+
+    def sync(self) -> None:
+        if self.local:
+            LocalFolder(Path(self.root)).sync()
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, FsspecFolder) and other.url == self.url
+
+    def __hash__(self) -> int:
+        return hash(self.url)
+
+
+ChunkFolder = LocalFolder | FsspecFolder
+
+
+def folder_at(location: str | os.PathLike) -> ChunkFolder:
+    """The chunk folder at a location: an fsspec URL, or a path of this machine."""
+    location = str(location)
+    return FsspecFolder(location) if _is_url(location) else LocalFolder(Path(location))
+
+
+def recorded_location(meta: dict | None) -> str | None:
+    """The chunk location a run's run.json records, if any."""
+    value = (meta or {}).get(CHUNKS_URL_KEY) if isinstance(meta, dict) else None
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def chunk_folder(run_dir: Path, meta: dict | None = None) -> ChunkFolder:
+    """Where the run in `run_dir` keeps its chunks: the location its run.json records, else
+    `<run_dir>/chunks`. `meta` is run.json when the caller has read it already."""
+    if meta is None:
+        from agentrl.record.rundir import read_json
+
+        meta = read_json(Path(run_dir) / "run.json")
+    location = recorded_location(meta)
+    return folder_at(location) if location else LocalFolder(Path(run_dir) / LOCAL_CHUNKS_DIR)

@@ -1,0 +1,76 @@
+"""What ingest writes besides the chunks' rows: run records, the ledger and the per-step aggregates.
+
+Ingest, compaction and the store's migrations -> **queries.ledger** -> DuckDB. Statements take
+a cursor inside the caller's transaction; the ledger is what makes every commit taken exactly
+once, and `step_components` is what Compare reads instead of unnesting every trajectory's map.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from agentrl.store.db import Con
+
+
+def upsert_run(con: Con, values: list) -> None:
+    """A run's record as run.json and status.json say it, replacing the one stored."""
+    con.execute(
+        """
+        INSERT OR REPLACE INTO runs
+            (run_id, name, kind, scorer, status, config, created_at, started_at, ended_at,
+             error, pid, total_steps, run_dir, record_schema_version)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """,
+        values,
+    )
+
+
+def aggregate_step_components(cur: Con, relation: str = "chunk_rows") -> None:
+    """Add the per-step sums and counts of every reward component of the trajectories registered
+    as `relation` (ingest registers each batch as `chunk_rows`; the name is ours, never input)."""
+    if relation not in ("chunk_rows", "trajectories"):
+        raise ValueError(f"unknown relation {relation!r}")
+    cur.execute(
+        f"""
+        INSERT INTO step_components (run_id, step, component, total, n)
+        SELECT run_id, step, component, sum(value), count(value)
+        FROM (SELECT run_id, step, unnest(map_keys(components)) AS component,
+                     unnest(map_values(components)) AS value
+              FROM {relation} WHERE cardinality(components) > 0)
+        GROUP BY run_id, step, component
+        """
+    )
+
+
+def migration_applied(con: Con, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM store_migrations WHERE name = ?", [name]).fetchall()[0][0])
+
+
+def backfill_step_components(cur: Con, applied_at: datetime) -> None:
+    """A store made before `step_components` existed: compute it from every stored trajectory."""
+    cur.execute("DELETE FROM step_components")
+    aggregate_step_components(cur, "trajectories")
+    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('step_components', ?)", [applied_at])
+
+
+def take_without_rows(cur: Con, key: str, tables: str, run_id: str, rows: int, at: datetime) -> None:
+    """Enter a commit in the ledger whose rows the store already holds (a compacted commit)."""
+    cur.execute(
+        "INSERT OR REPLACE INTO ingested_files (path, table_name, run_id, rows, ingested_at) VALUES (?, ?, ?, ?, ?)",
+        [key, tables, run_id, rows, at],
+    )
+
+
+def forget_ledger_keys(cur: Con, keys: list[str]) -> int:
+    """Drop ledger entries of commits whose files are gone (replaced by a compacted commit)."""
+    if not keys:
+        return 0
+    return int(cur.execute("DELETE FROM ingested_files WHERE list_contains(?, path)", [list(keys)]).fetchall()[0][0])
+
+
+def ledger_keys(con: Con, run_id: str) -> list[str]:
+    return [r[0] for r in con.execute("SELECT path FROM ingested_files WHERE run_id = ?", [run_id]).fetchall()]
+
+
+def ingest_error_keys(con: Con, run_id: str) -> list[str]:
+    return [r[0] for r in con.execute("SELECT path FROM ingest_errors WHERE starts_with(path, ?)", [f"{run_id}/"]).fetchall()]
