@@ -31,6 +31,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 WILSON_Z = 1.96  # 95%
 
 
@@ -66,31 +68,93 @@ def js_divergence(p: Mapping[str, float], q: Mapping[str, float]) -> float:
     return max(0.0, (kl(p, m) + kl(q, m)) / 2)
 
 
-def _by_step(rollouts: Sequence[Rollout]) -> dict[int, list[Rollout]]:
+@dataclass(frozen=True)
+class StepTally:
+    """What the rollout signals read of one step's rollouts, summed: the store computes these in
+    SQL (one row a step instead of every trajectory), the run process from its own rows."""
+
+    step: int
+    n: int
+    taught: int  # flagged and not vetoed: the violations the update learned from
+    flagged: int
+    flagged_reward: float  # summed over the flagged rollouts
+    clean: int
+    clean_reward: float
+    clean_success: int  # unflagged rollouts that succeeded: the honest way to the same outcome
+    clean_success_reward: float
+    top: int  # rollouts at the step's highest reward (ties within 1e-9 all counted)
+    top_flagged: int
+
+
+def tally(rollouts: Sequence[Rollout]) -> list[StepTally]:
+    """The per-step tallies of `rollouts`, in step order."""
     steps: dict[int, list[Rollout]] = {}
     for r in rollouts:
         steps.setdefault(r.step, []).append(r)
-    return dict(sorted(steps.items()))
+    out = []
+    for step, rows in sorted(steps.items()):
+        flagged = [r for r in rows if r.flagged]
+        clean = [r for r in rows if not r.flagged]
+        honest = [r for r in clean if r.success]
+        best = max(r.reward for r in rows)
+        top = [r for r in rows if r.reward >= best - 1e-9]
+        out.append(StepTally(step, len(rows), sum(1 for r in flagged if not r.vetoed), len(flagged),
+                             sum(r.reward for r in flagged), len(clean), sum(r.reward for r in clean),
+                             len(honest), sum(r.reward for r in honest), len(top), sum(r.flagged for r in top)))
+    return out
 
 
 def rollout_signals(rollouts: Sequence[Rollout], window: int = 5, min_flagged_for_premium: int = 3) -> dict[int, dict[str, float]]:
     """`flagged_share`, `top_flagged_share` and `hack_premium` for every step the rollouts cover."""
-    steps = _by_step(rollouts)
-    order = list(steps)
+    return tally_signals(tally(rollouts), window, min_flagged_for_premium)
+
+
+def _window_sums(values: np.ndarray, window: int) -> np.ndarray:
+    """Each step's sum over its window (itself and the `window - 1` steps before), added oldest
+    first, as `sum()` over the window's steps would: the same floats, for a whole run at once."""
+    total = np.zeros_like(values)
+    for back in range(min(window, len(values)) - 1, -1, -1):
+        total[back:] += values[: len(values) - back]
+    return total
+
+
+TALLY_COLUMNS = ("n", "taught", "flagged", "flagged_reward", "clean", "clean_reward", "clean_success",
+                 "clean_success_reward", "top", "top_flagged")
+
+
+def tally_signals(tallies: Sequence[StepTally], window: int = 5, min_flagged_for_premium: int = 3) -> dict[int, dict[str, float]]:
+    """The rollout signals of every step from per-step tallies (in step order): each step reads the
+    window of its own and the `window - 1` steps before it that have rollouts."""
+    columns = {name: np.array([getattr(t, name) for t in tallies], dtype=float) for name in TALLY_COLUMNS}
+    return column_signals([t.step for t in tallies], columns, window, min_flagged_for_premium)
+
+
+def column_signals(steps: Sequence[int], columns: Mapping[str, np.ndarray], window: int = 5,
+                   min_flagged_for_premium: int = 3) -> dict[int, dict[str, float]]:
+    """`tally_signals` on the tallies as columns (`TALLY_COLUMNS`, one value a step), as the store
+    reads them: a whole run at once."""
+    if len(steps) == 0:
+        return {}
+    summed = {name: _window_sums(np.asarray(columns[name], dtype=float), window) for name in TALLY_COLUMNS[:8]}
+    n, taught, flagged = summed["n"], summed["taught"], summed["flagged"]
+    # wilson_lower, for every step at once (n is never 0: a tally counts at least one rollout).
+    z = WILSON_Z
+    share = taught / n
+    centre = share + z * z / (2 * n)
+    spread = z * np.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    flagged_share = np.maximum(0.0, (centre - spread) / (1 + z * z / n)).tolist()
+    top_share = (np.asarray(columns["top_flagged"], dtype=float) / np.asarray(columns["top"], dtype=float)).tolist()
+    honest = summed["clean_success"] > 0
+    clean = np.where(honest, summed["clean_success"], summed["clean"])
+    clean_reward = np.where(honest, summed["clean_success_reward"], summed["clean_reward"])
+    paid = ((flagged >= min_flagged_for_premium) & (clean > 0)).tolist()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        premium = (summed["flagged_reward"] / flagged - clean_reward / clean).tolist()
     out: dict[int, dict[str, float]] = {}
-    for k, step in enumerate(order):
-        rows = steps[step]
-        recent = [r for s in order[max(0, k - window + 1): k + 1] for r in steps[s]]
-        flagged = [r for r in recent if r.flagged]
-        signals = {"flagged_share": wilson_lower(sum(1 for r in flagged if not r.vetoed), len(recent))}
-        best = max(r.reward for r in rows)
-        top = [r for r in rows if r.reward >= best - 1e-9]
-        signals["top_flagged_share"] = sum(r.flagged for r in top) / len(top)
-        clean = [r for r in recent if not r.flagged]
-        clean = [r for r in clean if r.success] or clean
-        if len(flagged) >= min_flagged_for_premium and clean:
-            signals["hack_premium"] = (sum(r.reward for r in flagged) / len(flagged)
-                                       - sum(r.reward for r in clean) / len(clean))
+    for k, step in enumerate(np.asarray(steps).tolist()):
+        signals = {"flagged_share": flagged_share[k], "top_flagged_share": top_share[k]}
+        if paid[k]:
+            signals["hack_premium"] = premium[k]
         out[step] = signals
     return out
 
@@ -101,11 +165,24 @@ def drift_signals(distributions: Mapping[int, Mapping[str, Mapping[str, float]]]
         return {}
     steps = sorted(distributions)
     start = distributions[steps[0]]
-    out: dict[int, dict[str, float]] = {}
-    for step in steps:
-        out[step] = {f"drift:{state}": js_divergence(start[state], dist)
-                     for state, dist in distributions[step].items() if state in start}
+    out: dict[int, dict[str, float]] = {step: {} for step in steps}
+    for state, first in start.items():
+        at = [step for step in steps if state in distributions[step]]
+        actions = sorted(set(first).union(*(distributions[step][state] for step in at)))
+        q = np.array([[distributions[step][state].get(a, 0.0) for a in actions] for step in at])
+        p = np.array([first.get(a, 0.0) for a in actions])
+        for step, value in zip(at, state_drift(p, q)):
+            out[step][f"drift:{state}"] = float(value)
     return out
+
+
+def state_drift(start: np.ndarray, later: np.ndarray) -> np.ndarray:
+    """`js_divergence` (bits) of each row of `later` (steps x actions) from `start` (actions), at once."""
+    m = (start + later) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl_start = np.where(start > 0, start * np.log2(start / m), 0.0).sum(axis=1)
+        kl_later = np.where(later > 0, later * np.log2(later / m), 0.0).sum(axis=1)
+    return np.maximum(0.0, (kl_start + kl_later) / 2)
 
 
 def probe_signals(probes: Mapping[int, Sequence[bool]]) -> dict[int, dict[str, float]]:
