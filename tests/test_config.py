@@ -168,3 +168,11 @@ def test_form_problems_name_fields_by_their_labels_in_words():
         make_config(**dict(lm, lm=dict(lm["lm"], tasks_per_step=0)))
     (problem,) = caught.value.problems
     assert (problem.path, problem.label) == ("lm.tasks_per_step", "Tasks per step")
+
+
+def test_an_unknown_key_with_a_newline_in_it_is_still_one_error_line():
+    # Found by hypothesis (tests/test_properties.py): the key was echoed as typed, newline and all.
+    with pytest.raises(ConfigError) as caught:
+        make_config(eval_tasks=[{"\n": None}])
+    message = str(caught.value)
+    assert "\n" not in message and "eval_tasks.0.'\\n'" in message

@@ -114,11 +114,18 @@ class RunConfig(Settings):
 
 
 
+def _key(part: object) -> str:
+    """A field path's part as the message shows it: a key a user typed with a newline or another
+    control character in it is shown quoted and escaped, so the error stays one line."""
+    text = str(part)
+    return text if text.isprintable() else repr(text)
+
+
 def one_line(error: ValidationError, config_type: type[BaseModel] | None = None) -> str:
     """A pydantic error as one line that names each field the way the form does."""
     parts = []
     for item in error.errors():
-        loc = [str(p) for p in item["loc"]]
+        loc = [_key(p) for p in item["loc"]]
         label = config_type.label(loc[0]) if (config_type is not None and loc and hasattr(config_type, "label")) else None
         where = (label + (f" ({'.'.join(loc)})" if label != ".".join(loc) else "")) if label else ".".join(loc) or "config"
         message = item["msg"].removeprefix("Value error, ")
@@ -170,7 +177,7 @@ def problems(error: ValidationError, config_type: type[BaseModel]) -> list[Probl
     """Each invalid field of `error`, labelled as the Launch form labels it (nested settings too)."""
     found = []
     for item in error.errors():
-        loc = [str(p) for p in item["loc"]]
+        loc = [_key(p) for p in item["loc"]]
         owner, label = config_type, None
         for part in loc:
             if owner is None or not hasattr(owner, "label"):
