@@ -4,11 +4,20 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RAY_STAMP := $(VENV)/.installed-ray
 PORT   ?= 8501
 
-.PHONY: install run test test-fast browser bench clean
+.PHONY: install install-ray run test test-fast browser bench clean
 
 install: $(STAMP)
+
+# The optional Ray backend (`launch --backend ray`, the fleet on Ray actors): `make test` installs it
+# so CI runs the Ray tests; `make run` does without it.
+install-ray: $(RAY_STAMP)
+
+$(RAY_STAMP): $(STAMP) requirements-ray.txt constraints.txt
+	$(BIN)/python -m pip install --quiet -r requirements-ray.txt -c constraints.txt
+	touch $(RAY_STAMP)
 
 $(STAMP): requirements.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,23 +34,24 @@ run: install
 browser:
 	scripts/ensure-chromium.sh
 
-test: install browser
+test: install install-ray browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 
 # The inner loop: everything but the browser, language-model and slow tests (`make test` runs them all).
 test-fast: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "not slow and not lm and not browser"
 
-bench: install
-	$(BIN)/python benchmarks/ingest_rate.py
+# `python -m agentrl bench` (the store at scale, ingest_rate, write_path, fleet; writes docs/benchmarks.md,
+# about 10 minutes), then the benchmarks it does not run.
+bench: install install-ray browser
+	HF_HUB_OFFLINE=1 $(BIN)/python -m agentrl bench
 	$(BIN)/python benchmarks/flush_latency.py
-	$(BIN)/python benchmarks/write_path.py
 	$(BIN)/python benchmarks/live_latency.py
 	$(BIN)/python benchmarks/page_queries.py
 	$(BIN)/python benchmarks/parallel_scoring.py
-	$(BIN)/python benchmarks/fleet.py
 	$(BIN)/python benchmarks/onset.py --rounds 40
-	$(BIN)/python benchmarks/lm_pair.py
+	$(BIN)/python benchmarks/ray_backend.py
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/lm_pair.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

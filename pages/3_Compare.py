@@ -6,7 +6,7 @@ import streamlit as st
 import ui
 from agentrl import charts
 from agentrl.analysis import compare, live
-from agentrl.analysis.series import downsample, smooth
+from agentrl.analysis.series import MAX_POINTS, downsample, smooth
 from agentrl.monitor import store_onset
 from agentrl.store import queries
 from ui.pickers import colors_of, legend, runs_picker
@@ -91,12 +91,13 @@ def draw_distributions(con, picked, version, steps) -> None:
     a_run = c2.selectbox("A", picked, index=0, format_func=labels.get, key="a", help="The difference is B − A.")
     b_options = [r for r in picked if r != a_run] or picked
     b_run = c2.selectbox("B", b_options, index=0, format_func=labels.get, key="b")
-    history = ui.remembered(f"history-{state}", version, lambda: queries.action_probs_for_runs(con, picked, state))
+    history = ui.remembered(f"history-{state}", version,  # thinned: a 15,625-step run draws as 1,000 steps
+                            lambda: queries.action_probs_for_runs(con, picked, state, max_steps=MAX_POINTS))
     start = compare.common_step(history, picked) or 0
     last = int(history["step"].max()) if not history.empty else 0
     step = c3.slider("Step", 0, max(last, 1), start, key="step", bind="query-params",
                      help="0 is the starting (cloned) policy. Starts at the last step every picked run has reached.")
-    at_step = history[history["step"] == step]
+    at_step = queries.action_probs_at_step(con, picked, state, step)  # any step, thinned out of the history or not
     left, right = st.columns(2)
     ui.chart(charts.action_bars_by_run(at_step, state, step, labels, colors), "bars", left)
     diff = compare.action_difference(at_step, a_run, b_run, labels, step)
@@ -124,7 +125,8 @@ def draw_vetoes(con, picked, version, steps) -> None:
 
 
 def draw_components(con, picked, version, steps) -> None:
-    components = ui.remembered("compare-components", version, lambda: queries.reward_components_for_runs(con, picked))
+    components = ui.remembered("compare-components", version,
+                               lambda: queries.reward_components_for_runs(con, picked, max_steps=MAX_POINTS))
     ui.chart(charts.components_overlay(downsample(components, by=["run_id", "component"]), labels, colors), "components")
 
 

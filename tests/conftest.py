@@ -7,6 +7,7 @@ tests of another layer (store, launcher, UI) can add theirs without touching the
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 
@@ -28,6 +29,18 @@ def pytest_collection_modifyitems(config, items):
         where = str(item.path).removeprefix(root + "/")
         if where.startswith(LM_TEST_PATHS):
             item.add_marker(pytest.mark.lm)
+
+
+@pytest.fixture(autouse=True)
+def _main_module_as_it_was():
+    """Put `sys.modules['__main__']` back after each test. Streamlit's AppTest runs a page as
+    `__main__` and leaves it there; a process pool started later in this process ('spawn', as the
+    environment fleet's) then re-runs that page in each worker, which opens the default runs
+    directory. The dashboard never starts a fleet in its own process, so only tests meet this."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
 
 
 @pytest.fixture

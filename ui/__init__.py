@@ -23,10 +23,12 @@ import streamlit as st
 from agentrl import charts
 from agentrl.analysis.hardware import CpuMeter
 from agentrl.launcher import Launcher
+from agentrl.ray_backend import BackendError
 from agentrl.record.rundir import RunsDirError, default_runs_dir, ensure_writable
 from agentrl.store import queries
 from agentrl.store.db import StoreError, damaged, hold_runs_dir, is_damage, release_runs_dir
 from agentrl.store.ingest import BackgroundIngest, Ingestor, connect
+from agentrl.store.maintenance import Maintenance
 from agentrl.store.watch import CommitWatch
 
 INGEST_INTERVAL_S = 0.25
@@ -54,7 +56,7 @@ def _services(runs_dir: str) -> Services:
         release_runs_dir(path)  # a damaged store: `rebuild` may run while the pages say so
         raise
     ingestor = Ingestor(con, path)
-    launcher = Launcher(path)
+    launcher = Launcher.from_environment(path)  # AGENTRL_BACKEND=ray: runs start as Ray jobs
     cpu = CpuMeter()
 
     def tick() -> None:
@@ -63,12 +65,17 @@ def _services(runs_dir: str) -> Services:
         ingestor.ingest()
         queries.assign_run_colors(con)  # a run's colour is fixed the first time it is seen
 
+    # In a thread of its own: checkpoints between ingest transactions (never inside one), and
+    # each finished run's commits compacted into one. Made before the ingest thread starts: it
+    # sets up the store's connection, and DuckDB refuses a connection two threads use at once.
+    maintenance = Maintenance(ingestor, path)
     tick()  # the first page shows what is already on disk
     # Woken by a run's new commit, not only by the clock: a logged step is on the page sooner.
     loop = BackgroundIngest(tick, interval=INGEST_INTERVAL_S, wake=CommitWatch(path).changed)
 
     def shutdown() -> None:
         loop.stop()
+        maintenance.stop()
         con.close()
 
     atexit.register(shutdown)
@@ -101,7 +108,7 @@ def page(title: str) -> Services | None:
     st.set_page_config(page_title=f"{title} · agentrl", page_icon=_favicon(), layout="wide")
     try:
         svc = services()
-    except (RunsDirError, StoreError) as error:  # held, damaged: one line, with the command that helps
+    except (RunsDirError, StoreError, BackendError) as error:  # held, damaged: one line, with the command that helps
         st.error(f"The run store is unavailable: {error}")
         st.stop()
         return None

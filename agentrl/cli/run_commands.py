@@ -23,7 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--step-delay", type=float, help="seconds to pause after each step, to watch a run live")
     train.add_argument("--scorer", help="override the scorer: 'outcome' or 'guarded'")
     train.add_argument("--run-id", help=argparse.SUPPRESS)  # set by the launcher, which made the folder
+    train.add_argument("--no-ingest", action="store_true",  # a Ray job: the dashboard is the one store writer
+                       help="leave the chunks for the dashboard or `agentrl ingest` (a run on another machine)")
     train.add_argument("--quiet", action="store_true", help="print only the run id and the final status, not every step")
+    train.add_argument("--chunks-url", help="write the run's chunks under URL/<run_id>/: a shared folder or an fsspec "
+                                            "URL such as s3://bucket/chunks (default $AGENTRL_CHUNKS_URL; run.json says where)")
     train.set_defaults(func=cmd_train)
 
     runs = sub.add_parser("runs", help="list runs with their status, newest first")
@@ -63,6 +67,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     refusal = engine.preflight(config).refusal  # before a folder is made or a model is loaded
     if refusal:
         raise ConfigError(refusal)
+    if args.chunks_url:  # checked before a folder is made; the run process finds it in its environment
+        from agentrl.record.locations import CHUNKS_URL_ENV, ChunkLocationError, check_chunks_url
+
+        try:
+            os.environ[CHUNKS_URL_ENV] = check_chunks_url(args.chunks_url)
+        except ChunkLocationError as error:
+            raise UsageError(str(error)) from None
     runs_dir = ensure_writable(runs_dir_of(args))
     if args.run_id:
         run = RunDir(runs_dir / args.run_id)
@@ -75,6 +86,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     # The engine runs in a worker process; this one records its end even when it is killed.
     supervise(run, lambda: engine.run(config, run, log=log))
     status = (run.status() or {}).get("status", "failed")
+    if args.no_ingest:
+        print(f"run {run.run_id} {status}; its chunks wait in {run.root} for the dashboard to ingest", flush=True)
+        return 0 if status == "succeeded" else 3
     try:
         report = ingest_once(runs_dir, wait_s=0.0)
         print(f"run {run.run_id} {status}; ingested {report.rows} rows from {report.files} chunks", flush=True)

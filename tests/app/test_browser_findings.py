@@ -70,9 +70,11 @@ def test_live_charts_update_in_place_without_fading_and_a_finished_run_sends_not
             assert tab.evaluate("window.__minVisible") == 2, "a chart was missing from the page while it refreshed"
             assert step_counter(tab)[0] > start[0], "the run did not advance on the page"
             assert tab.evaluate("window.__minOpacity") >= 0.99, "a chart faded while the page refreshed"
-            # Two charts redrawn every second would be ~24 new chart nodes in 12 s; every 3 s, ~8.
+            # Two charts redrawn every second would be ~24 new chart nodes in 12 s; every 3 s, ~8 (13
+            # seen on a loaded machine, where a redraw waits for the tab). The bound is halfway: at
+            # most one redraw a chart every 1.5 s.
             watched = time.monotonic() - began
-            assert tab.evaluate("window.__mounted") <= 2 * (watched / 3 + 2)
+            assert tab.evaluate("window.__mounted") <= 2 * watched / 1.5
             assert tab.locator('[data-testid="stException"]').count() == 0
             tab.screenshot(path=str(tmp_path / "live-steady.png"), full_page=True)
 
