@@ -43,6 +43,18 @@ def _main_module_as_it_was():
         sys.modules["__main__"] = main
 
 
+@pytest.fixture(autouse=True)
+def _dashboard_services_released():
+    """Release the dashboard's cached services after each test that opened a page (AppTest runs
+    pages in this process): their ingest and maintenance threads stop and the store closes.
+    Left running, every AppTest's threads ticked for the rest of the session, half a core by the
+    end of tests/app/test_pages.py alone."""
+    yield
+    streamlit = sys.modules.get("streamlit")
+    if streamlit is not None:
+        streamlit.cache_resource.clear()
+
+
 @pytest.fixture
 def runs_dir(tmp_path):
     """A runs directory that does not exist yet; tests pass it explicitly (no global data dir)."""

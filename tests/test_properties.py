@@ -190,7 +190,7 @@ TRAIN_VALUES = st.fixed_dictionaries({}, optional={
 
 
 @pytest.mark.slow
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(values=TRAIN_VALUES, extra=st.sampled_from([[], ["--name", ""], ["--step-delay", "nan"], ["--name", "n"]]))
 def test_any_train_config_is_one_error_line_and_nothing_written_or_a_run_that_finishes(tmp_path, values, extra):
     runs_dir = tmp_path / "runs"

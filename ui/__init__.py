@@ -44,9 +44,27 @@ class Services:
     launcher: Launcher
     loop: BackgroundIngest
     cpu: CpuMeter
+    maintenance: Maintenance | None = None
+
+    def shutdown(self) -> None:
+        """Stop the threads, close the store and let go of the runs directory (at exit, or when
+        Streamlit releases the cached services); a second call does nothing."""
+        if self.maintenance is None:
+            return
+        maintenance, self.maintenance = self.maintenance, None
+        self.loop.stop()
+        maintenance.stop()
+        with contextlib.suppress(duckdb.Error):
+            self.con.close()
+        release_runs_dir(self.runs_dir)
 
 
-@st.cache_resource(show_spinner=False)
+def _release(services: Services) -> None:
+    services.shutdown()
+
+
+# Released (threads stopped, store closed) when Streamlit clears its resource cache, not only at exit.
+@st.cache_resource(show_spinner=False, on_release=_release)
 def _services(runs_dir: str) -> Services:
     path = ensure_writable(Path(runs_dir))
     hold_runs_dir(path)  # for the dashboard's lifetime: no command makes a second store beside ours
@@ -73,13 +91,9 @@ def _services(runs_dir: str) -> Services:
     # Woken by a run's new commit, not only by the clock: a logged step is on the page sooner.
     loop = BackgroundIngest(tick, interval=INGEST_INTERVAL_S, wake=CommitWatch(path).changed)
 
-    def shutdown() -> None:
-        loop.stop()
-        maintenance.stop()
-        con.close()
-
-    atexit.register(shutdown)
-    return Services(path, con, ingestor, launcher, loop, cpu)
+    services = Services(path, con, ingestor, launcher, loop, cpu, maintenance)
+    atexit.register(services.shutdown)
+    return services
 
 
 def services() -> Services:

@@ -250,3 +250,22 @@ def test_hardware_page_writes_its_run_to_the_url_and_reads_the_cpu_over_a_window
     cpu = next(m for m in at.metric if m.label.startswith("CPU busy"))
     assert cpu.label == "CPU busy (last 5 s)"
     assert [f["data"][0]["x"] for f in figures(at)[:1]]  # the run's own samples are drawn
+
+
+def test_released_services_stop_their_threads_and_close_the_store(trained_runs_dir):
+    """When Streamlit releases its cached resources (cache cleared, app reloaded), the dashboard's
+    ingest and maintenance threads stop and the store is closed, so nothing keeps ticking."""
+    import threading
+
+    import streamlit as st
+
+    from agentrl.store.ingest import connect
+
+    def ours() -> set[str]:
+        return {t.name for t in threading.enumerate() if t.name.startswith("agentrl-")}
+
+    no_errors(app("app.py").run())
+    assert {"agentrl-ingest", "agentrl-maintenance"} <= ours()
+    st.cache_resource.clear()
+    assert ours() == set()
+    connect(trained_runs_dir).close()  # the dashboard's connection is gone: the store opens here

@@ -75,8 +75,8 @@ def leftovers(runs_dir: Path) -> list[str]:
     return found
 
 
-RUN_BATCHES = int(os.environ.get("AGENTRL_FAULT_BATCHES", "3"))  # 4 kills each; the README's figure is from 5
-INGEST_KILLS = int(os.environ.get("AGENTRL_INGEST_KILLS", "12"))  # the README's figure is from 20
+RUN_BATCHES = int(os.environ.get("AGENTRL_FAULT_BATCHES", "2"))  # 4 kills each; the README's figure is from 5
+INGEST_KILLS = int(os.environ.get("AGENTRL_INGEST_KILLS", "8"))  # the README's figure is from 20
 
 
 @pytest.mark.slow
