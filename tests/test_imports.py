@@ -39,6 +39,12 @@ def test_training_core_loads_no_ui_no_charts_no_torch():
     assert loaded_after_import(CORE, ["streamlit", "plotly", "torch", "duckdb"]) == []
 
 
+def test_the_store_commands_start_without_pandas():
+    # ingest, check and rebuild run at the end of every CLI run and in every store command; the
+    # query package loads its pandas-returning modules only when a page asks for one.
+    assert loaded_after_import(["agentrl.store.ingest", "agentrl.store.health", "agentrl.cli"], ["pandas"]) == []
+
+
 def test_no_module_of_the_package_imports_streamlit():
     pattern = re.compile(r"^\s*(import|from)\s+streamlit\b", re.MULTILINE)
     offenders = [str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py") if pattern.search(p.read_text())]

@@ -1,6 +1,6 @@
 """Four runs and the dashboard together for a while, with exact counts (issue 12's fault suite).
 
-22 seconds of training in the suite; `AGENTRL_SOAK_ROUNDS=40` makes it the two minutes the README
+17 seconds of training in the suite; `AGENTRL_SOAK_ROUNDS=40` makes it the two minutes the README
 reports (each round is 2.75 s).
 
 The real dashboard (`streamlit run app.py`) holds the store with the Live page open in Chromium,
@@ -30,8 +30,8 @@ from browsing import running_dashboard as _running_dashboard
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROUNDS = int(os.environ.get("AGENTRL_SOAK_ROUNDS", "8"))
-STEP_DELAY, EVAL_EVERY = 2.75, 5  # 8 rounds: about 22 s of training per run, whatever the load
+ROUNDS = int(os.environ.get("AGENTRL_SOAK_ROUNDS", "6"))
+STEP_DELAY, EVAL_EVERY = 2.75, 5  # 6 rounds: about 17 s of training per run, whatever the load
 GROUP_ROWS, ACTIONS, EVAL_TASKS = 32, 4, 4
 
 

@@ -16,13 +16,34 @@ The functions live in one module per concept and are all importable from here
 - `ledger`: the ingest ledger and the per-step aggregates ingest keeps (ingest, compaction, migrations).
 """
 
-from agentrl.store.db import Con
-from agentrl.store.queries.annotations import *  # noqa: F401,F403
-from agentrl.store.queries.compare import *  # noqa: F401,F403
-from agentrl.store.queries.curves import *  # noqa: F401,F403
-from agentrl.store.queries.hardware import *  # noqa: F401,F403
-from agentrl.store.queries.ledger import *  # noqa: F401,F403
-from agentrl.store.queries.monitor import *  # noqa: F401,F403
-from agentrl.store.queries.review import *  # noqa: F401,F403
-from agentrl.store.queries.review import FLAG_COLUMNS  # noqa: F401
-from agentrl.store.queries.runs import *  # noqa: F401,F403
+import importlib
+
+from agentrl.store.db import Con  # noqa: F401
+
+# The submodules load on the first name asked of the package, not at import: ingest, `train`
+# and `check` import `queries.ledger` alone and so start without pandas (about 0.3 s a command).
+SUBMODULES = ("annotations", "compare", "curves", "hardware", "ledger", "monitor", "review", "runs")
+
+
+def _load_all() -> None:
+    for name in SUBMODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        public = getattr(module, "__all__", None) or [key for key in vars(module) if not key.startswith("_")]
+        for key in public:
+            globals().setdefault(key, getattr(module, key))
+    globals().setdefault("FLAG_COLUMNS", importlib.import_module(f"{__name__}.review").FLAG_COLUMNS)
+
+
+def __getattr__(name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    _load_all()
+    try:
+        return globals()[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    _load_all()
+    return sorted(globals())
