@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from agentrl.cli.common import UsageError, add_runs_dir, runs_dir_of
-from agentrl.config import ConfigError, load_config_file, load_preset, make_config, preset_names
+from agentrl.cli.common import UsageError, add_runs_dir, config_from_args, runs_dir_of
+from agentrl.config import ConfigError, preset_names
 from agentrl.ray_backend import BACKEND_ENV, BACKENDS, RAY_ADDRESS_ENV, RAY_PYTHON_ENV
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, ensure_writable
 
@@ -45,31 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     launch.set_defaults(func=cmd_launch)
 
 
-def _config(args: argparse.Namespace):
-    """The run config from --preset, --config or --task, with the overrides (as `train` reads them)."""
-    overrides = {"name": args.name, "step_delay": args.step_delay, "scorer": args.scorer}
-    if args.preset is not None:
-        config = load_preset(args.preset, **overrides)
-    elif args.config is not None:
-        config = load_config_file(args.config, **overrides)
-    elif args.task is not None:
-        return make_config(kind="trl", task=args.task, **{k: v for k, v in overrides.items() if v is not None})
-    else:
-        raise UsageError("launch needs --preset, --config or --task")
-    if args.task is not None:
-        if "task" not in type(config).model_fields:
-            raise UsageError(f"--task is for language-model runs (kind 'trl'); a {config.kind} run trains the refund gym")
-        config = make_config(**dict(config.model_dump(), task=args.task))
-    return config
-
-
 def cmd_launch(args: argparse.Namespace) -> int:
     from agentrl.engines.registry import engine_of
     from agentrl.launcher import Launcher
     from agentrl.ray_backend import BackendError
     from agentrl.record.runfiles import read_launch
 
-    config = _config(args)
+    config = config_from_args(args, "launch")
     refusal = engine_of(config).preflight(config).refusal
     if refusal:
         raise ConfigError(refusal)

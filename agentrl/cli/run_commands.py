@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
-from agentrl.cli.common import UsageError, add_runs_dir, runs_dir_of
-from agentrl.config import SCHEMA_PATH, ConfigError, json_schema_text, load_config_file, load_preset, make_config, preset_names
+from agentrl.cli.common import UsageError, add_runs_dir, config_from_args, runs_dir_of
+from agentrl.config import SCHEMA_PATH, ConfigError, json_schema_text, load_preset, preset_names
 from agentrl.record.rundir import RunDir, ensure_writable
 
 
@@ -50,19 +50,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from agentrl.store.ingest import StoreError, StoreLockedError, ingest_once
     from agentrl.supervisor import supervise
 
-    overrides = {"name": args.name, "step_delay": args.step_delay, "scorer": args.scorer}
-    if args.preset is not None:
-        config = load_preset(args.preset, **overrides)
-    elif args.config is not None:
-        config = load_config_file(args.config, **overrides)
-    elif args.task is not None:
-        config = make_config(kind="trl", task=args.task, **{k: v for k, v in overrides.items() if v is not None})
-    else:
-        raise UsageError("train needs --preset, --config or --task")
-    if args.task is not None and (args.preset is not None or args.config is not None):
-        if "task" not in type(config).model_fields:
-            raise UsageError(f"--task is for language-model runs (kind 'trl'); a {config.kind} run trains the refund gym")
-        config = make_config(**dict(config.model_dump(), task=args.task))
+    config = config_from_args(args, "train")
     engine = engine_of(config)
     refusal = engine.preflight(config).refusal  # before a folder is made or a model is loaded
     if refusal:
