@@ -32,17 +32,16 @@ __all__ = ["Onset", "OnsetDetector", "RunMonitor", "Threshold", "DEFAULT_THRESHO
 def store_signals(con, run_id: str) -> dict[int, dict[str, float]]:
     """Every signal of a run per step, from its rows in the store (summed and pivoted in SQL, so a
     run of 15,625 steps costs a few hundred milliseconds, not seconds)."""
-    import numpy as np
-
     from agentrl.store import queries
 
     tallies = queries.monitor_step_tallies(con, run_id)
     out = column_signals(tallies["step"], tallies)
-    for state, steps, actions, matrix in queries.monitor_distribution_matrices(con, run_id):
-        probs = np.array(matrix, dtype=float)  # steps x actions; an action a step did not record is 0
-        for step, value in zip(steps[1:], state_drift(probs[0], probs[1:])):  # from the first step recorded
+    for state, steps, _, probs in queries.monitor_distribution_matrices(con, run_id):
+        # steps x actions, an action a step did not record as 0; drift from the first step recorded
+        name = f"drift:{state}"
+        for step, value in zip(steps[1:].tolist(), state_drift(probs[0], probs[1:]).tolist()):
             if step > 0:
-                out.setdefault(step, {})[f"drift:{state}"] = float(value)
+                out.setdefault(step, {})[name] = value
     probes: dict[int, list[bool]] = {}
     for step, _, violation in queries.monitor_probes(con, run_id).itertuples(index=False):
         probes.setdefault(int(step), []).append(bool(violation))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agentrl.monitor import store_onset, store_signals
-from agentrl.monitor.signals import Rollout, rollout_signals, tally, tally_signals
+from agentrl.monitor.signals import Rollout, drift_signals, rollout_signals, tally, tally_signals
 
 
 def test_the_stores_tallied_signals_are_the_signals_of_every_rollout(pair_store):
@@ -34,3 +34,31 @@ def test_ties_at_the_top_reward_are_all_counted_in_a_tally():
     (one, two) = tally(rows)
     assert (one.top, one.top_flagged, two.top, two.top_flagged) == (2, 1, 1, 0)
     assert tally_signals([one, two])[1]["top_flagged_share"] == 0.5
+
+
+def test_the_stores_drift_is_drift_signals_over_every_recorded_distribution(pair_store):
+    con, _, ids = pair_store
+    for run_id in ids.values():
+        recorded: dict[int, dict[str, dict[str, float]]] = {}
+        for state, step, action, prob in con.execute(
+                "SELECT state, step, action, prob FROM action_probs WHERE run_id = ?", [run_id]).fetchall():
+            recorded.setdefault(step, {}).setdefault(state, {})[action] = prob
+        expected = {step: s for step, s in drift_signals(recorded).items() if step > 0}
+        stored = store_signals(con, run_id)
+        assert expected and all(expected.values())
+        for step, signals in expected.items():
+            assert {k: v for k, v in stored[step].items() if k.startswith("drift:")} == pytest.approx(signals, abs=1e-12)
+
+
+def test_an_action_a_step_did_not_record_counts_as_zero_in_the_stored_drift(pair_store):
+    con, _, ids = pair_store
+    run_id = ids["outcome"]
+    state, step, action = con.execute("SELECT state, max(step), min(action) FROM action_probs WHERE run_id = ? "
+                                      "GROUP BY state ORDER BY state LIMIT 1", [run_id]).fetchone()
+    con.execute("DELETE FROM action_probs WHERE run_id = ? AND state = ? AND step = ? AND action = ?",
+                [run_id, state, step, action])
+    recorded = {s: {state: dict(con.execute("SELECT action, prob FROM action_probs WHERE run_id = ? AND state = ? "
+                                            "AND step = ?", [run_id, state, s]).fetchall())} for s in (0, step)}
+    assert action not in recorded[step][state]
+    expected = drift_signals(recorded)[step][f"drift:{state}"]
+    assert store_signals(con, run_id)[step][f"drift:{state}"] == pytest.approx(expected, abs=1e-12)

@@ -20,9 +20,10 @@ def monitor_step_tallies(con: Con, run_id: str) -> dict:
         """
         WITH t AS (
             SELECT step, coalesce(reward, 0.0) AS reward, coalesce(violation, false) AS flagged,
-                   coalesce(success, false) AS success, coalesce(vetoed, false) AS vetoed,
-                   max(coalesce(reward, 0.0)) OVER (PARTITION BY step) AS best
+                   coalesce(success, false) AS success, coalesce(vetoed, false) AS vetoed
             FROM trajectories WHERE run_id = ?
+        ), best AS (  -- a grouped max joined back: half the time of max() OVER (PARTITION BY step)
+            SELECT step, max(reward) AS best FROM t GROUP BY step
         )
         SELECT step, count(*)::INTEGER AS n, count(*) FILTER (flagged AND NOT vetoed)::INTEGER AS taught,
                count(*) FILTER (flagged)::INTEGER AS flagged, coalesce(sum(reward) FILTER (flagged), 0.0) AS flagged_reward,
@@ -31,7 +32,7 @@ def monitor_step_tallies(con: Con, run_id: str) -> dict:
                coalesce(sum(reward) FILTER (NOT flagged AND success), 0.0) AS clean_success_reward,
                count(*) FILTER (reward >= best - 1e-9)::INTEGER AS top,
                count(*) FILTER (reward >= best - 1e-9 AND flagged)::INTEGER AS top_flagged
-        FROM t GROUP BY step ORDER BY step
+        FROM t JOIN best USING (step) GROUP BY step ORDER BY step
         """,
         [run_id],
     ).fetchnumpy()
@@ -39,24 +40,41 @@ def monitor_step_tallies(con: Con, run_id: str) -> dict:
 
 def monitor_distribution_matrices(con: Con, run_id: str) -> list[tuple]:
     """Every recorded next-action distribution at the run's decision points, one row a state:
-    (state, [steps], [actions], [[prob of each action] for each step]), steps in order, an action a
-    step did not record as 0. Pivoted here: a long run has tens of thousands of (step, action) rows."""
-    return con.execute(
+    (state, steps: int array in order, actions: sorted names, probs: float array steps x actions),
+    an action a step did not record as 0. The rows come as numbers (each state and action coded
+    by its rank) and are pivoted with numpy: a long run has tens of thousands of (step, action)
+    rows, and a pivot into SQL lists took four times as long."""
+    import numpy as np
+
+    names = con.execute(
+        "SELECT state, list(DISTINCT action ORDER BY action) FROM action_probs WHERE run_id = ? "
+        "GROUP BY state ORDER BY state",
+        [run_id],
+    ).fetchall()
+    cols = con.execute(
         """
-        WITH actions AS (
-            SELECT state, list(DISTINCT action ORDER BY action) AS actions FROM action_probs WHERE run_id = ? GROUP BY state
-        ), steps AS (
-            SELECT p.state, p.step, list(coalesce(p.prob, 0.0) ORDER BY p.action) AS probs, list(p.action ORDER BY p.action) AS seen
-            FROM action_probs p WHERE p.run_id = ? GROUP BY p.state, p.step
+        WITH names AS (SELECT DISTINCT state, action FROM action_probs WHERE run_id = ?),
+        codes AS (
+            SELECT state, action, dense_rank() OVER (ORDER BY state)::INTEGER - 1 AS state_code,
+                   row_number() OVER (PARTITION BY state ORDER BY action)::INTEGER - 1 AS action_code
+            FROM names
         )
-        SELECT s.state, list(s.step ORDER BY s.step), any_value(a.actions),
-               list(CASE WHEN s.seen = a.actions THEN s.probs
-                         ELSE list_transform(a.actions, lambda x: coalesce(s.probs[list_position(s.seen, x)], 0.0)) END
-                    ORDER BY s.step)
-        FROM steps s JOIN actions a USING (state) GROUP BY s.state ORDER BY s.state
+        SELECT c.state_code, p.step, c.action_code, coalesce(p.prob, 0.0) AS prob
+        FROM action_probs p JOIN codes c USING (state, action)
+        WHERE p.run_id = ? ORDER BY c.state_code, p.step
         """,
         [run_id, run_id],
-    ).fetchall()
+    ).fetchnumpy()
+    state_code = np.asarray(cols["state_code"])
+    bounds = np.searchsorted(state_code, np.arange(len(names) + 1))
+    out = []
+    for code, (state, actions) in enumerate(names):
+        rows = slice(bounds[code], bounds[code + 1])
+        steps, step_index = np.unique(np.asarray(cols["step"])[rows], return_inverse=True)
+        probs = np.zeros((len(steps), len(actions)))
+        probs[step_index, np.asarray(cols["action_code"])[rows]] = np.asarray(cols["prob"], dtype=float)[rows]
+        out.append((state, steps, list(actions), probs))
+    return out
 
 
 def monitor_probes(con: Con, run_id: str) -> pd.DataFrame:
