@@ -151,6 +151,28 @@ CREATE TABLE IF NOT EXISTS step_components (
     n         BIGINT NOT NULL             -- how many trajectories carried a value for it
 );
 
+-- The onset monitor's per-step tallies of the rollouts (`agentrl.monitor.signals.StepTally`), kept
+-- at ingest in the transaction that adds the step's trajectories, one row per run, step and
+-- commit, so the gate, Compare and the runs table read a row a step instead of every trajectory.
+-- `best` is the commit's top reward (`top` counts its rollouts within 1e-9 of it); a step that came
+-- in more than one commit is tallied from its trajectories instead. `rebuild` recreates it; an
+-- older store gets it on its first read-write open (migration 'step_tallies').
+CREATE TABLE IF NOT EXISTS step_tallies (
+    run_id               VARCHAR NOT NULL,
+    step                 INTEGER NOT NULL,
+    n                    INTEGER NOT NULL,  -- rollouts
+    taught               INTEGER NOT NULL,  -- flagged and not vetoed
+    flagged              INTEGER NOT NULL,
+    flagged_reward       DOUBLE NOT NULL,
+    clean                INTEGER NOT NULL,
+    clean_reward         DOUBLE NOT NULL,
+    clean_success        INTEGER NOT NULL,
+    clean_success_reward DOUBLE NOT NULL,
+    best                 DOUBLE NOT NULL,
+    top                  INTEGER NOT NULL,
+    top_flagged          INTEGER NOT NULL
+);
+
 -- Data migrations applied to this store (what DDL alone cannot do: filling a new table).
 CREATE TABLE IF NOT EXISTS store_migrations (
     name       VARCHAR PRIMARY KEY,

@@ -86,14 +86,15 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> None:
-    """Fill what a store made by an older agentrl lacks, once (`store_migrations` remembers):
-    `step_components` from the stored trajectories. A new store has nothing to fill."""
-    from agentrl.store.queries.ledger import backfill_step_components, migration_applied
+    """Fill what a store made by an older agentrl lacks, once each (`store_migrations` remembers):
+    `step_components` and `step_tallies` from the stored trajectories. A new store has nothing to fill."""
+    from agentrl.store.queries.ledger import backfill_step_components, backfill_step_tallies, migration_applied
 
-    if migration_applied(con, "step_components"):
-        return
-    with transaction(con) as cur:
-        backfill_step_components(cur, utc_now())
+    for name, backfill in (("step_components", backfill_step_components), ("step_tallies", backfill_step_tallies)):
+        if migration_applied(con, name):
+            continue
+        with transaction(con) as cur:
+            backfill(cur, utc_now())
 
 
 class StoreWriteError(StoreError):

@@ -46,7 +46,7 @@ from agentrl.record.runfiles import RunFileError, read_meta, read_status
 from agentrl.store import decisions
 from agentrl.store.discovery import Cursor, Unit, commit_unit, legacy_units, new_commits, path_signature, replaced_markers
 from agentrl.store.loop import BackgroundIngest  # noqa: F401 - the dashboard's loop, imported from here
-from agentrl.store.queries.ledger import aggregate_step_components, take_without_rows, upsert_run
+from agentrl.store.queries.ledger import aggregate_step_components, aggregate_step_tallies, take_without_rows, upsert_run
 from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for callers
     StoreDamagedError,
     StoreError,
@@ -456,8 +456,9 @@ class Ingestor:
                 cur.register("chunk_rows", chunk)
                 # Table names come from CHUNK_TABLES, never from input.
                 cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM chunk_rows")
-                if table == "trajectories":  # the per-step aggregates Compare reads, in the same transaction
+                if table == "trajectories":  # the per-step aggregates Compare and the monitor read, in the same transaction
                     aggregate_step_components(cur)
+                    aggregate_step_tallies(cur)
                 cur.unregister("chunk_rows")
             cur.register("ledger_rows", ledger)
             cur.execute("INSERT INTO ingested_files BY NAME SELECT * FROM ledger_rows")

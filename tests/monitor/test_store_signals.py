@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agentrl.monitor import store_onset, store_signals
+from agentrl.store import queries
+from agentrl.store.queries.ledger import STEP_TALLIES_SQL
 from agentrl.monitor.signals import Rollout, drift_signals, rollout_signals, tally, tally_signals
 
 
@@ -62,3 +64,58 @@ def test_an_action_a_step_did_not_record_counts_as_zero_in_the_stored_drift(pair
     assert action not in recorded[step][state]
     expected = drift_signals(recorded)[step][f"drift:{state}"]
     assert store_signals(con, run_id)[step][f"drift:{state}"] == pytest.approx(expected, abs=1e-12)
+
+
+def _flat(signals: dict) -> dict:
+    return {(step, name): value for step, values in signals.items() for name, value in values.items()}
+
+
+def _tallies_of_every_trajectory(con, run_id: str) -> dict:
+    relation = "(SELECT * FROM trajectories WHERE run_id = $run_id)"
+    return con.execute(f"SELECT * EXCLUDE (run_id, best) FROM ({STEP_TALLIES_SQL.format(relation=relation)}) ORDER BY step",
+                       {"run_id": run_id}).fetchnumpy()
+
+
+def test_the_tallies_kept_at_ingest_are_the_tallies_of_every_trajectory(pair_store):
+    con, _, ids = pair_store
+    for run_id in ids.values():
+        kept, direct = queries.monitor_step_tallies(con, run_id), _tallies_of_every_trajectory(con, run_id)
+        assert list(kept) == list(direct) and len(kept["step"]) == 30
+        for name in kept:
+            assert kept[name].tolist() == pytest.approx(direct[name].tolist(), abs=1e-12), name
+
+
+def test_a_step_that_came_in_two_commits_is_tallied_from_its_trajectories(pair_store):
+    con, _, ids = pair_store
+    run_id = ids["outcome"]
+    expected = store_signals(con, run_id)
+    # One commit with the step's best rollouts, one with the rest: each counts its own best as top,
+    # so the two rows' top counts cannot be added.
+    step = con.execute("SELECT min(step) FROM (SELECT step FROM trajectories WHERE run_id = ? GROUP BY step "
+                       "HAVING min(reward) < max(reward))", [run_id]).fetchone()[0]
+    con.execute("DELETE FROM step_tallies WHERE run_id = ? AND step = ?", [run_id, step])
+    for part in ("reward >= best", "reward < best"):  # as ingest keeps a step's two commits
+        relation = ("(SELECT * FROM (SELECT *, max(reward) OVER () AS best FROM trajectories WHERE run_id = $run_id "
+                    f"AND step = $step) WHERE {part})")
+        con.execute(f"INSERT INTO step_tallies {STEP_TALLIES_SQL.format(relation=relation)}", {"run_id": run_id, "step": step})
+    summed = con.execute("SELECT sum(top) FROM step_tallies WHERE run_id = ? AND step = ?", [run_id, step]).fetchone()[0]
+    assert summed != _tallies_of_every_trajectory(con, run_id)["top"][step - 1]  # adding them would be wrong
+    assert _flat(store_signals(con, run_id)) == pytest.approx(_flat(expected), abs=1e-12)
+
+
+def test_a_store_made_before_step_tallies_gets_them_when_it_is_opened(pair_store):
+    from agentrl.store.ingest import connect
+
+    con, runs_dir, ids = pair_store
+    expected = {run_id: store_signals(con, run_id) for run_id in ids.values()}
+    con.execute("DROP TABLE step_tallies")  # what an older agentrl's store lacks
+    con.execute("DELETE FROM store_migrations WHERE name = 'step_tallies'")
+    con.close()
+    reopened = connect(runs_dir)
+    try:
+        assert queries.migration_applied(reopened, "step_tallies")
+        assert reopened.execute("SELECT count(*) FROM step_tallies").fetchone()[0] == 60
+        for run_id in ids.values():
+            assert _flat(store_signals(reopened, run_id)) == pytest.approx(_flat(expected[run_id]), abs=1e-12)
+    finally:
+        reopened.close()

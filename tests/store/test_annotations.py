@@ -59,6 +59,15 @@ def test_deleting_a_run_removes_its_folder_and_rows_and_keeps_its_reviews(pair_s
     assert not (runs_dir / run_id).exists()
     assert queries.get_run(con, run_id) is None and queries.step_metrics(con, run_id).empty
     assert queries.reviews_for_run(con, run_id)["verdict"].tolist() == ["reject"]
+    # Nothing of the run is left in any table but the decisions (the onset events and the per-step
+    # aggregates included), whatever tables the store gains.
+    decisions = {"reviews", "fixtures", "promotions"}
+    tables = [t for (t,) in con.execute("SELECT DISTINCT table_name FROM duckdb_columns() WHERE column_name = 'run_id' "
+                                        "AND database_name = current_database()").fetchall()]
+    assert {"events", "step_tallies", "step_components"} <= set(tables)
+    left = {t: con.execute(f'SELECT count(*) FROM "{t}" WHERE run_id = ?', [run_id]).fetchone()[0]
+            for t in tables if t not in decisions}
+    assert {t: n for t, n in left.items() if n} == {}
     Ingestor(con, runs_dir).ingest()  # nothing comes back
     assert queries.get_run(con, run_id) is None
 

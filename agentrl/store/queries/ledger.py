@@ -42,6 +42,38 @@ def aggregate_step_components(cur: Con, relation: str = "chunk_rows") -> None:
     )
 
 
+# The tallies of `monitor_step_tallies`, per run and step of a relation; {relation} is a table name
+# or a subquery of ours, never input.
+STEP_TALLIES_SQL = """
+    WITH t AS (
+        SELECT run_id, step, coalesce(reward, 0.0) AS reward, coalesce(violation, false) AS flagged,
+               coalesce(success, false) AS success, coalesce(vetoed, false) AS vetoed
+        FROM {relation}
+    ), best AS (  -- a grouped max joined back: half the time of max() OVER (PARTITION BY step)
+        SELECT run_id, step, max(reward) AS best FROM t GROUP BY run_id, step
+    )
+    SELECT run_id, step, count(*)::INTEGER AS n, count(*) FILTER (flagged AND NOT vetoed)::INTEGER AS taught,
+           count(*) FILTER (flagged)::INTEGER AS flagged, coalesce(sum(reward) FILTER (flagged), 0.0) AS flagged_reward,
+           count(*) FILTER (NOT flagged)::INTEGER AS clean, coalesce(sum(reward) FILTER (NOT flagged), 0.0) AS clean_reward,
+           count(*) FILTER (NOT flagged AND success)::INTEGER AS clean_success,
+           coalesce(sum(reward) FILTER (NOT flagged AND success), 0.0) AS clean_success_reward,
+           any_value(best) AS best,
+           count(*) FILTER (reward >= best - 1e-9)::INTEGER AS top,
+           count(*) FILTER (reward >= best - 1e-9 AND flagged)::INTEGER AS top_flagged
+    FROM t JOIN best USING (run_id, step) GROUP BY run_id, step
+"""
+
+
+def aggregate_step_tallies(cur: Con, relation: str = "chunk_rows") -> None:
+    """Add the onset monitor's per-step tallies of the trajectories registered as `relation`."""
+    if relation not in ("chunk_rows", "trajectories"):  # the reader passes its own subquery, never input
+        raise ValueError(f"unknown relation {relation!r}")
+    cur.execute(
+        "INSERT INTO step_tallies (run_id, step, n, taught, flagged, flagged_reward, clean, clean_reward, clean_success, "
+        "clean_success_reward, best, top, top_flagged) " + STEP_TALLIES_SQL.format(relation=relation)
+    )
+
+
 def migration_applied(con: Con, name: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM store_migrations WHERE name = ?", [name]).fetchall()[0][0])
 
@@ -51,6 +83,13 @@ def backfill_step_components(cur: Con, applied_at: datetime) -> None:
     cur.execute("DELETE FROM step_components")
     aggregate_step_components(cur, "trajectories")
     cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('step_components', ?)", [applied_at])
+
+
+def backfill_step_tallies(cur: Con, applied_at: datetime) -> None:
+    """A store made before `step_tallies` existed: tally every stored trajectory."""
+    cur.execute("DELETE FROM step_tallies")
+    aggregate_step_tallies(cur, "trajectories")
+    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('step_tallies', ?)", [applied_at])
 
 
 def take_without_rows(cur: Con, key: str, tables: str, run_id: str, rows: int, at: datetime) -> None:

@@ -8,34 +8,25 @@ from __future__ import annotations
 import pandas as pd
 
 from agentrl.store.db import Con
+from agentrl.store.queries.ledger import STEP_TALLIES_SQL
 
 __all__ = ["monitor_step_tallies", "monitor_distribution_matrices", "monitor_probes", "monitor_events"]
 
 
 def monitor_step_tallies(con: Con, run_id: str) -> dict:
     """The rollout signals' per-step tallies as columns (numpy arrays named as
-    `agentrl.monitor.signals.StepTally`'s fields, step first), summed here so a run of 15,625 steps
-    hands the monitor 15,625 values a column, not 500,000 rows."""
-    return con.execute(
-        """
-        WITH t AS (
-            SELECT step, coalesce(reward, 0.0) AS reward, coalesce(violation, false) AS flagged,
-                   coalesce(success, false) AS success, coalesce(vetoed, false) AS vetoed
-            FROM trajectories WHERE run_id = ?
-        ), best AS (  -- a grouped max joined back: half the time of max() OVER (PARTITION BY step)
-            SELECT step, max(reward) AS best FROM t GROUP BY step
-        )
-        SELECT step, count(*)::INTEGER AS n, count(*) FILTER (flagged AND NOT vetoed)::INTEGER AS taught,
-               count(*) FILTER (flagged)::INTEGER AS flagged, coalesce(sum(reward) FILTER (flagged), 0.0) AS flagged_reward,
-               count(*) FILTER (NOT flagged)::INTEGER AS clean, coalesce(sum(reward) FILTER (NOT flagged), 0.0) AS clean_reward,
-               count(*) FILTER (NOT flagged AND success)::INTEGER AS clean_success,
-               coalesce(sum(reward) FILTER (NOT flagged AND success), 0.0) AS clean_success_reward,
-               count(*) FILTER (reward >= best - 1e-9)::INTEGER AS top,
-               count(*) FILTER (reward >= best - 1e-9 AND flagged)::INTEGER AS top_flagged
-        FROM t JOIN best USING (step) GROUP BY step ORDER BY step
-        """,
-        [run_id],
-    ).fetchnumpy()
+    `agentrl.monitor.signals.StepTally`'s fields, step first): the rows ingest kept in
+    `step_tallies`, one a step, so a run of 15,625 steps hands the monitor 15,625 values a column,
+    not 500,000 rows. A step whose trajectories came in more than one commit has a row for each,
+    whose top counts cannot be added: such a run is tallied from its trajectories."""
+    split = con.execute(
+        "SELECT count(*) > count(DISTINCT step) FROM step_tallies WHERE run_id = ?", [run_id]).fetchone()[0]
+    if split:
+        relation = "(SELECT * FROM trajectories WHERE run_id = $run_id)"
+        sql = f"SELECT * EXCLUDE (run_id, best) FROM ({STEP_TALLIES_SQL.format(relation=relation)}) ORDER BY step"
+    else:
+        sql = ("SELECT * EXCLUDE (run_id, best) FROM step_tallies WHERE run_id = $run_id ORDER BY step")
+    return con.execute(sql, {"run_id": run_id}).fetchnumpy()
 
 
 def monitor_distribution_matrices(con: Con, run_id: str) -> list[tuple]:

@@ -159,8 +159,8 @@ def totals_for_runs(con: Con, run_ids: list[str]) -> pd.DataFrame:
 
 # Every table that holds rows a run recorded (the decisions log is not among them: reviews,
 # fixtures and promotions outlive the run they are about).
-RUN_TABLES = ("steps", "trajectories", "step_components", "action_probs", "evals", "imitation_policy", "imitation_labels",
-              "hardware", "budgets", "ingested_files", "run_notes", "runs")
+RUN_TABLES = ("steps", "trajectories", "step_components", "step_tallies", "events", "action_probs", "evals",
+              "imitation_policy", "imitation_labels", "hardware", "budgets", "ingested_files", "run_notes", "runs")
 
 
 def delete_run_rows(con: Con, run_id: str) -> dict[str, int]:
