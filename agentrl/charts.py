@@ -15,6 +15,8 @@ blank in headless browsers here). Conventions every chart keeps:
 
 from __future__ import annotations
 
+import numbers
+
 import zlib
 
 import pandas as pd
@@ -168,6 +170,17 @@ def action_distribution(dist: pd.DataFrame, state: str) -> go.Figure:
     return _layout(fig, title, "probability", x_title="action")
 
 
+def _at_least_a_minute(fig: go.Figure, hardware: pd.DataFrame) -> None:
+    """A run shorter than its sampling interval has one sample or a few within a second: plotly
+    then labels the time axis in tenths of a millisecond. Show at least a minute around them."""
+    if hardware.empty:
+        return
+    first, last = pd.Timestamp(hardware["ts"].min()), pd.Timestamp(hardware["ts"].max())
+    if last - first < pd.Timedelta(seconds=60):
+        middle, half = first + (last - first) / 2, pd.Timedelta(seconds=30)
+        fig.update_xaxes(range=[middle - half, middle + half])
+
+
 def memory_usage(hardware: pd.DataFrame, budget_bytes: float | None = None) -> go.Figure:
     """Resident memory of the run's process tree over time, against a budget when one is known."""
     fig = go.Figure()
@@ -178,6 +191,7 @@ def memory_usage(hardware: pd.DataFrame, budget_bytes: float | None = None) -> g
             fig.add_trace(_line(hardware["ts"], hardware["gpu_allocated_bytes"] / 2**20, "GPU allocated", RUN_PALETTE[2]))
     if budget_bytes:
         fig.add_hline(y=budget_bytes / 2**20, line_dash="dash", line_color=VIOLATION, annotation_text="budget estimate")
+    _at_least_a_minute(fig, hardware)
     return _layout(fig, "Memory", "MiB", x_title="time (UTC)")
 
 
@@ -345,6 +359,7 @@ def cpu_usage(hardware: pd.DataFrame, cores: int | None = None) -> go.Figure:
     if cores:
         fig.add_hline(y=100 * cores, line_dash="dot", line_color=NEUTRAL, annotation_text=f"{cores} cores")
     fig.update_yaxes(rangemode="tozero")
+    _at_least_a_minute(fig, hardware)
     return _layout(fig, "CPU", "% of one core", x_title="time (UTC)")
 
 
@@ -378,7 +393,14 @@ def mark_onset(fig: go.Figure, step: int | None, label: str = "hacking onset") -
     chart's traces, and its name tells a reader (and a browser test) what it marks."""
     if step is None:
         return fig
+    # The label goes on the side with more of the run: plotly widens the x axis to fit a label, and
+    # a label left of an early onset pushed the axis to negative steps.
+    xs = [float(x) for trace in fig.data if getattr(trace, "x", None) is not None
+          for x in trace.x if isinstance(x, numbers.Real)]
+    middle = (min(xs) + max(xs)) / 2 if xs else step
     fig.add_vline(x=step, line_dash="dash", line_color=VIOLATION, line_width=1.5, name="onset",
-                  annotation_text=f"{label} (step {step})", annotation_position="top left",
-                  annotation_font_color=VIOLATION, annotation_font_size=11)
+                  annotation_text=f"{label} (step {step})",
+                  annotation_position="top right" if step <= middle else "top left",
+                  annotation_font_color=VIOLATION, annotation_font_size=11,
+                  annotation_bgcolor="rgba(255,255,255,0.85)")  # readable over a curve at the top
     return fig
