@@ -29,12 +29,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
+from agentrl.engines.child import Escalation, end_run, wait_for_child
 from agentrl.engines.registry import Preflight
 from agentrl.engines.script.config import ScriptConfig
 from agentrl.paths import PACKAGE_DIR, PROJECT_ROOT
@@ -42,7 +42,6 @@ from agentrl.record.rundir import RUN_DIR_ENV, SUPERVISOR_ENV, TERMINAL_STATUSES
 
 COOPERATIVE_S = 3.0  # after a stop request, the command's own chance to stop between steps
 KILL_S = 8.0  # then SIGINT; SIGKILL at this many seconds (the launcher kills the group at 10)
-POLL_S = 0.1
 
 
 class CommandError(ValueError):
@@ -109,7 +108,7 @@ def run_script(config: ScriptConfig, run_dir: RunDir, log: Callable[[str], None]
                                  stdin=subprocess.DEVNULL, close_fds=True)
     except (CommandError, OSError) as error:
         detail = str(error) if isinstance(error, CommandError) else f"cannot start {config.command[0]!r}: {error.strerror or error}"
-        return _end(run_dir, "failed", detail, None, log)
+        return end_run(run_dir, "failed", detail, None, log)
     log(f"started {shlex.join(config.command)} (pid {child.pid}) in {working_dir(config)}")
     code = _wait(child, run_dir, signalled, log)
     stopped = bool(signalled) or run_dir.stop_requested()
@@ -125,32 +124,19 @@ def run_script(config: ScriptConfig, run_dir: RunDir, log: Callable[[str], None]
         if not error:
             last = [line for line in run_dir.tail_log(5) if line.strip()]
             error = _describe(code) + (f"; last output: {last[-1][:300]}" if last else "")
-    return _end(run_dir, status or "succeeded", error, code, log)
+    return end_run(run_dir, status or "succeeded", error, code, log)
 
 
 def _wait(child: subprocess.Popen, run_dir: RunDir, signalled: list[int], log: Callable[[str], None]) -> int:
     """The command's exit code, after asking it to stop when the run is cancelled."""
-    stop_at = None
-    interrupted = killed = False
-    while True:
-        try:
-            return child.wait(timeout=POLL_S)
-        except subprocess.TimeoutExpired:
-            pass
-        if stop_at is None and (signalled or run_dir.stop_requested()):
-            stop_at = time.monotonic()
-            log("stop requested: the command has a few seconds to stop on its own")
-        if stop_at is None:
-            continue
-        waited = time.monotonic() - stop_at
-        if waited >= COOPERATIVE_S and not interrupted:
-            interrupted = True
-            log("sending SIGINT to the command")
-            _signal(child, signal.SIGINT)
-        if waited >= KILL_S and not killed:
-            killed = True
-            log("the command did not stop: SIGKILL")
-            _signal(child, signal.SIGKILL)
+    def told() -> float:
+        log("stop requested: the command has a few seconds to stop on its own")
+        return 0.0
+
+    return wait_for_child(child, run_dir, signalled, log, [
+        Escalation(COOPERATIVE_S, "sending SIGINT to the command", lambda c: _signal(c, signal.SIGINT)),
+        Escalation(KILL_S, "the command did not stop: SIGKILL", lambda c: _signal(c, signal.SIGKILL)),
+    ], on_stop=told)
 
 
 def _signal(child: subprocess.Popen, signum: int) -> None:
@@ -167,9 +153,3 @@ def _describe(code: int) -> str:
         except ValueError:
             return f"the command was killed by signal {-code}"
     return f"the command exited with code {code}"
-
-
-def _end(run_dir: RunDir, status: str, error: str | None, code: int | None, log: Callable[[str], None]) -> str:
-    run_dir.update_status(status=status, ended_at=iso(utc_now()), error=error, exit_code=code)
-    log(f"{status}" + (f": {error}" if error else ""))
-    return status

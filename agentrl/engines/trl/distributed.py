@@ -47,6 +47,7 @@ from pathlib import Path
 
 import psutil
 
+from agentrl.engines.child import Escalation, end_run, wait_for_child
 from agentrl.paths import PACKAGE_DIR
 from agentrl.record.rundir import RUN_DIR_ENV, SUPERVISOR_ENV, TERMINAL_STATUSES, RunDir, iso, utc_now
 
@@ -55,7 +56,6 @@ RANK_ERRORS = "ranks"  # run folder: <rank>.error, one JSON line per failed proc
 STRATEGY_CONFIGS = {"ddp": "multi_gpu.yaml", "zero1": "zero1.yaml", "zero2": "zero2.yaml", "zero3": "zero3.yaml", "fsdp": "fsdp2.yaml"}
 STOP_WAIT_S = 120.0  # after a stop request: time for the processes to finish their step, evaluate and save
 KILL_AFTER_S = 45.0  # after SIGTERM to accelerate (its agent waits 30 s before SIGKILL): SIGKILL to every process
-POLL_S = 0.1
 _PR_SET_PDEATHSIG = 1
 
 
@@ -197,7 +197,7 @@ def run_distributed(config, run_dir: RunDir, log: Callable[[str], None] = print)
         child = subprocess.Popen(argv, env=rank_environment(run_dir, gpus), stdin=subprocess.DEVNULL, close_fds=True,
                                  preexec_fn=die_with_parent)
     except OSError as error:  # accelerate or TRL's config missing, or no process could start
-        return _end(run_dir, "failed", f"cannot start accelerate launch: {error.strerror or error}", None, log)
+        return end_run(run_dir, "failed", f"cannot start accelerate launch: {error.strerror or error}", None, log)
     on = f"{n} GPUs" if gpus else f"{n} CPU processes over gloo"
     log(f"accelerate launch: {n} processes, {config.distributed.strategy}, on {on} (pid {child.pid}): {shlex.join(argv)}")
     code = _wait(child, run_dir, signalled, log)
@@ -205,45 +205,33 @@ def run_distributed(config, run_dir: RunDir, log: Callable[[str], None] = print)
     reported = run_dir.status() or {}
     status, error = reported.get("reported_status"), reported.get("error")
     if code == 0 and status in TERMINAL_STATUSES:
-        return _end(run_dir, status, error, code, log)
+        return end_run(run_dir, status, error, code, log)
     if stopped:
-        return _end(run_dir, "cancelled", error or f"cancelled; the {n} processes were stopped", code, log)
+        return end_run(run_dir, "cancelled", error or f"cancelled; the {n} processes were stopped", code, log)
     detail = rank_failure(run_dir, n) or (error if status == "failed" and error else None)
     if detail is None:
         last = [line for line in run_dir.tail_log(5) if line.strip()]
         detail = (f"accelerate launch exited with code {code} and no process said why (killed by a signal, or out of memory?)"
                   if code else "the main process ended without a final status") + (f"; last output: {last[-1][:300]}" if last else "")
-    return _end(run_dir, "failed", detail, code, log)
+    return end_run(run_dir, "failed", detail, code, log)
 
 
 def _wait(child: subprocess.Popen, run_dir: RunDir, signalled: list[int], log: Callable[[str], None]) -> int:
     """accelerate's exit code, after asking the processes to stop when the run is cancelled."""
-    asked = None
-    terminated = killed = False
-    while True:
+    def ask_rank_0() -> float:
+        log("stop requested: every process stops after the current step")
         try:
-            return child.wait(timeout=POLL_S)
-        except subprocess.TimeoutExpired:
-            pass
-        if asked is None and (signalled or run_dir.stop_requested()):
-            asked = time.monotonic()
-            try:
-                if not run_dir.stop_requested():
-                    run_dir.request_stop()  # a signal to this process: rank 0 learns of it from the stop file
-            except OSError:
-                asked -= STOP_WAIT_S  # the stop file cannot be written: go straight to SIGTERM
-            log("stop requested: every process stops after the current step")
-        if asked is None:
-            continue
-        waited = time.monotonic() - asked
-        if waited >= STOP_WAIT_S and not terminated:
-            terminated = True
-            log("the processes did not stop: SIGTERM to accelerate launch")
-            _signal(child.pid, signal.SIGTERM)
-        if waited >= STOP_WAIT_S + KILL_AFTER_S and not killed:
-            killed = True
-            log("the processes still run: SIGKILL to every one")
-            kill_tree(child.pid)
+            if not run_dir.stop_requested():
+                run_dir.request_stop()  # a signal to this process: rank 0 learns of it from the stop file
+        except OSError:
+            return STOP_WAIT_S  # the stop file cannot be written: go straight to SIGTERM
+        return 0.0
+
+    return wait_for_child(child, run_dir, signalled, log, [
+        Escalation(STOP_WAIT_S, "the processes did not stop: SIGTERM to accelerate launch",
+                   lambda c: _signal(c.pid, signal.SIGTERM)),
+        Escalation(STOP_WAIT_S + KILL_AFTER_S, "the processes still run: SIGKILL to every one", lambda c: kill_tree(c.pid)),
+    ], on_stop=ask_rank_0)
 
 
 def _signal(pid: int, signum: int) -> None:
@@ -292,9 +280,3 @@ def rank_failure(run_dir: RunDir, processes: int) -> str | None:
         return None
     _, rank, error = min(found)
     return f"rank {rank} of {processes} failed: {error}"
-
-
-def _end(run_dir: RunDir, status: str, error: str | None, code: int | None, log: Callable[[str], None]) -> str:
-    run_dir.update_status(status=status, ended_at=iso(utc_now()), error=error, exit_code=code)
-    log(f"{status}" + (f": {error}" if error else ""))
-    return status
