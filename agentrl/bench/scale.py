@@ -120,18 +120,12 @@ def _p95(fn, repeat: int) -> float:
     return percentile(samples, 95)
 
 
-def page_queries(con, runs_dir: Path, run_ids: list[str], repeat: int, steps: int) -> list[Figure]:
-    """Every query Compare and Review make, with all of `run_ids` picked on Compare."""
-    from agentrl.review import gate
+def compare_page_queries(con, steps: int) -> dict:
+    """Every query Compare makes, by name, each a function of the runs picked (as the page asks:
+    long series thinned to the points a chart draws). `benchmarks/page_queries.py` times these too."""
     from agentrl.store import queries
 
-    one = run_ids[1]
-    pair = run_ids[:2]
-    con.execute(
-        """INSERT INTO reviews (run_id, step, traj_idx, verdict, note, reviewer, reviewed_at)
-           SELECT ?, ? - (i % 3), i % 32, CASE WHEN i % 7 = 0 THEN 'reject' ELSE 'approve' END, 'bench', 'bench',
-                  now()::TIMESTAMP FROM range(0, 200) t(i)""", [one, steps])
-    compare = {
+    return {
         "steps_for_runs": lambda picked: queries.steps_for_runs(con, picked),
         "sensitive_states_for_runs": lambda picked: queries.sensitive_states_for_runs(con, picked),
         "action_probs_for_runs (thinned to 1,000 steps, as the page asks)":
@@ -145,7 +139,14 @@ def page_queries(con, runs_dir: Path, run_ids: list[str], repeat: int, steps: in
         "step_metric_names_for_runs": lambda picked: queries.step_metric_names_for_runs(con, picked),
         "step_metric_for_runs": lambda picked: queries.step_metric_for_runs(con, picked, "kl"),
     }
-    review = {
+
+
+def review_page_queries(con, runs_dir: Path, one: str, steps: int) -> dict:
+    """Every query Review makes for run `one` of `steps` steps, by name, the whole gate included."""
+    from agentrl.review import gate
+    from agentrl.store import queries
+
+    return {
         "newest_pair": lambda: queries.newest_pair(con),
         "step_range": lambda: queries.step_range(con, one),
         "trajectory_task_ids": lambda: queries.trajectory_task_ids(con, one),
@@ -159,8 +160,23 @@ def page_queries(con, runs_dir: Path, run_ids: list[str], repeat: int, steps: in
         "review_history": lambda: queries.review_history(con, one, steps, 5),
         "top_trajectories (gate sample)": lambda: queries.top_trajectories(con, one, 5, 3),
         "reviews_for_run": lambda: queries.reviews_for_run(con, one),
+        "promotions": lambda: queries.promotions(con, one),
         "evaluate_gate (all checks)": lambda: gate.evaluate_gate(con, runs_dir, one),
     }
+
+
+def page_queries(con, runs_dir: Path, run_ids: list[str], repeat: int, steps: int) -> list[Figure]:
+    """Every query Compare and Review make, with all of `run_ids` picked on Compare."""
+    from agentrl.store import queries
+
+    one = run_ids[1]
+    pair = run_ids[:2]
+    con.execute(
+        """INSERT INTO reviews (run_id, step, traj_idx, verdict, note, reviewer, reviewed_at)
+           SELECT ?, ? - (i % 3), i % 32, CASE WHEN i % 7 = 0 THEN 'reject' ELSE 'approve' END, 'bench', 'bench',
+                  now()::TIMESTAMP FROM range(0, 200) t(i)""", [one, steps])
+    compare = compare_page_queries(con, steps)
+    review = review_page_queries(con, runs_dir, one, steps)
     target = f"<= {QUERY_BUDGET_MS:.0f} ms p95"
     figures = []
     for name, fn in compare.items():

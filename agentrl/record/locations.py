@@ -66,6 +66,17 @@ def check_chunks_url(url: str) -> str:
     return url
 
 
+def _removed(remove, path) -> bool:
+    """Whether `path` is gone after `remove(path)`: already gone counts; any other failure does not."""
+    try:
+        remove(path)
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
 class LocalFolder:
     """A chunk folder on this machine, read and written with `os` (the default)."""
 
@@ -134,13 +145,7 @@ class LocalFolder:
         self.path.mkdir(parents=True, exist_ok=True)
 
     def remove(self, name: str) -> bool:
-        try:
-            os.unlink(self.path / name)
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
+        return _removed(os.unlink, self.path / name)
 
     def sync(self) -> None:
         """Make the renames durable (a power cut after a commit must not lose its files)."""
@@ -251,13 +256,7 @@ class FsspecFolder:
         self.fs.makedirs(self.root, exist_ok=True)
 
     def remove(self, name: str) -> bool:
-        try:
-            self.fs.rm_file(self._path(name))
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
+        return _removed(self.fs.rm_file, self._path(name))
 
     def sync(self) -> None:
         if self.local:
