@@ -30,8 +30,9 @@ __all__ = ["Onset", "OnsetDetector", "RunMonitor", "Threshold", "DEFAULT_THRESHO
 
 
 def store_signals(con, run_id: str) -> dict[int, dict[str, float]]:
-    """Every signal of a run per step, from its rows in the store (summed and pivoted in SQL, so a
-    run of 15,625 steps costs a few hundred milliseconds, not seconds)."""
+    """Every signal of a run per step, from its rows in the store: the per-step tallies ingest kept
+    and the decision-point distributions pivoted with numpy (a run of 15,625 steps in a store of
+    10M trajectory rows: about 160 ms, where every trajectory read in Python took 3 s)."""
     from agentrl.store import queries
 
     tallies = queries.monitor_step_tallies(con, run_id)
