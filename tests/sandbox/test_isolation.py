@@ -160,10 +160,19 @@ def test_without_root_the_namespaces_still_hold(tmp_path):
         pytest.skip("no system Python matching this one to run the check as an unprivileged user")
     scratch = Path(tempfile.mkdtemp(prefix="agentrl-nonroot-"))
     scratch.chmod(0o777)
+    # `nobody` imports agentrl and psutil from copies: a checkout or virtualenv under a directory
+    # closed to others (a `mktemp -d` clone) would not be importable, whatever the sandbox does.
+    lib = scratch / "lib"
+    skip = shutil.ignore_patterns("__pycache__", "tiny-*-lm")
+    shutil.copytree(REPO / "agentrl", lib / "agentrl", ignore=skip)
+    shutil.copytree(site_packages / "psutil", lib / "psutil", ignore=skip)
+    for path in [lib, *lib.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    answer_key = lib / ANSWER_KEY.relative_to(REPO)  # the answer key of the package the sandbox runs from
     (scratch / "probe.py").write_text(textwrap.dedent(f"""
         import json, os, socket
         out = {{"uid": os.getuid(), "devices": sorted(name for _, name in socket.if_nameindex())}}
-        for path in [{str(ANSWER_KEY)!r}, "/root"]:
+        for path in [{str(answer_key)!r}, "/root"]:
             try:
                 out[path] = "read" if os.path.isfile(path) and open(path).read() else sorted(os.listdir(path))
             except OSError as err:
@@ -192,7 +201,7 @@ def test_without_root_the_namespaces_still_hold(tmp_path):
     """))
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(system_python), str(script)],
                           capture_output=True, text=True, timeout=120, cwd=str(scratch),
-                          env={"PATH": os.environ["PATH"], "PYTHONPATH": f"{REPO}:{site_packages}", "HOME": str(scratch)})
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(lib), "HOME": str(scratch)})
     try:
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -202,7 +211,7 @@ def test_without_root_the_namespaces_still_hold(tmp_path):
         assert report["isolation"] == ["user namespace", "network", "mount", "ipc"]
         found = json.loads(report["tail"].strip().splitlines()[-1])
         assert found["uid"] == 65534 and found["devices"] == ["lo"] and found["caps"] == 0
-        assert found[str(ANSWER_KEY)] == "FileNotFoundError" and found["/root"] == []
+        assert found[str(answer_key)] == "FileNotFoundError" and found["/root"] == []
         assert not Path("/var/tmp/agentrl-nonroot-left").exists()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
