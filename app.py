@@ -81,7 +81,7 @@ def selected_runs(runs, selected: list[str]) -> None:
             curation.annotate(svc.con.cursor(), run_id, archived=not notes["archived"], by=reviewer)
         ui.flash(f"{'Archived' if not notes['archived'] else 'Unarchived'} {len(selected)} run(s)")
     if len(selected) == 1:
-        with st.expander(f"Tags and note of {selected[0]}", expanded=False):
+        with st.expander(f"Tags and note of {ui.plain(selected[0])}", expanded=False):
             tags = st.multiselect("Tags", sorted(set(runs_view.all_tags(runs)) | set(notes["tags"])),
                                   default=notes["tags"], accept_new_options=True, key=f"tags-{selected[0]}")
             note = st.text_area("Note", notes["note"] or "", key=f"note-{selected[0]}")
@@ -91,13 +91,15 @@ def selected_runs(runs, selected: list[str]) -> None:
     with st.expander(f"Delete {len(selected)} run(s)"):
         st.caption("Deletes each run's folder (chunks, log, policy) and every row it recorded. Reviews, "
                    "fixtures and promotions about it stay in the decisions log. A running run cannot be deleted.")
-        sure = st.checkbox(f"Yes, delete {', '.join(selected)}", key="confirm-delete")
-        if st.button("Delete", type="primary", disabled=not sure, icon=":material/delete:", key="delete"):
+        sure = st.checkbox(f"Yes, delete {ui.plain(', '.join(selected))}", key="confirm-delete")
+        may_act = ui.may_act()  # the browser holds the dashboard's key (ui.guard)
+        if st.button("Delete", type="primary", disabled=not (sure and may_act), icon=":material/delete:", key="delete",
+                     help=None if may_act else ui.VIEW_ONLY) and ui.allowed("delete runs"):
             try:
                 for run_id in selected:
                     curation.delete_run(svc.con.cursor(), svc.runs_dir, run_id)
             except curation.CurationError as error:
-                st.error(str(error))
+                st.error(ui.plain(error))
             else:
                 ui.flash(f"Deleted {len(selected)} run(s)")
 

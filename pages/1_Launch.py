@@ -11,6 +11,7 @@ from agentrl.engines.registry import engine_of
 from agentrl.launcher import pair_configs
 from agentrl.store import queries
 from ui.forms import config_form
+from ui.guard import SCRIPT_ENGINE_ENV, script_engine_allowed
 
 svc = ui.page("Launch")
 st.title("Launch a run")
@@ -35,15 +36,21 @@ if as_json:
     try:
         config = config_from_json(text)
     except ConfigError as problem:
-        error = str(problem)  # JSON is edited by key: the message names the keys
+        error = ui.plain(problem)  # JSON is edited by key: the message names the keys
 else:
     values = config_form(base, key=f"form-{preset}", choices={"scorer": list(engine.scorers)})
     try:
         config = make_config(**values)
     except ConfigError as problem:  # the form names fields by their labels
-        error = "\n".join(f"- **{p.label}**: {p.message}" for p in problem.problems) or str(problem)
+        error = "\n".join(f"- **{p.label}**: {ui.plain(p.message)}" for p in problem.problems) or ui.plain(problem)
 
 preflight, confirmed = None, True
+if config is not None and config.kind == "script" and not script_engine_allowed():
+    # The script engine runs any command typed here: only the person who started the dashboard turns it on.
+    error = (f"The script engine runs the command typed here, so it is off in the dashboard. Start the dashboard "
+             f"with {SCRIPT_ENGINE_ENV}=1 (or `python -m ui.serve --allow-script-engine`) to use it; "
+             f"`python -m agentrl train` runs it from a terminal either way.")
+    config = None
 if error:
     st.error(error)
 else:
@@ -58,18 +65,20 @@ else:
         if preflight.report:
             st.code(preflight.report, language="text")
         if preflight.refusal:
-            st.error(f"This run cannot start: {preflight.refusal}")
+            st.error(f"This run cannot start: {ui.plain(preflight.refusal)}")
     if not as_json:
         with st.expander("Config as JSON"):
             st.code(config.to_json(), language="json")
 
 can_start = config is not None and preflight is not None and not preflight.refusal and confirmed
+may_act = ui.may_act()  # the browser holds the dashboard's key (ui.guard)
 row = st.container(horizontal=True)
-one = row.button("Start run", type="primary", disabled=not can_start)
-pair = row.button("Start outcome-vs-guarded pair", disabled=not (can_start and engine_of(config).pair))
+one = row.button("Start run", type="primary", disabled=not (can_start and may_act), help=None if may_act else ui.VIEW_ONLY)
+pair = row.button("Start outcome-vs-guarded pair", disabled=not (can_start and may_act and engine_of(config).pair),
+                  help=None if may_act else ui.VIEW_ONLY)
 
 started: list[str] = []
-if (one or pair) and can_start:
+if (one or pair) and can_start and ui.allowed("start a run"):
     with ui.shown_errors("start the run"):
         if one:
             started = [svc.launcher.start(config)]

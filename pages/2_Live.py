@@ -31,7 +31,7 @@ if runs.empty or pending:
         if (requested and requested in present) or (not requested and present):
             st.rerun(scope="app")
         if requested:
-            st.info(f"Waiting for run `{requested}` to reach the store…")
+            st.info(f"Waiting for run {ui.plain(requested)} to reach the store…")
         else:
             st.info("No runs yet. Start one on the Launch page.")
             st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
@@ -59,15 +59,16 @@ def live_header(run_id: str) -> None:
         header, action = st.columns([5, 1])
         header.progress(prog["done"] / prog["total"] if prog["total"] else 0.0, text=live.progress_text(prog, run_phase))
         # Always drawn (disabled once the run ended) so the layout stays put between refreshes.
-        if action.button("Cancel run", key=f"cancel-{run_id}", disabled=not live.is_active(status),
-                         help="Stop after the current step."):
+        may_act = ui.may_act()  # the browser holds the dashboard's key (ui.guard)
+        if action.button("Cancel run", key=f"cancel-{run_id}", disabled=not (live.is_active(status) and may_act),
+                         help="Stop after the current step." if may_act else ui.VIEW_ONLY) and ui.allowed("cancel the run"):
             with ui.shown_errors("cancel the run"):
                 svc.launcher.cancel(run_id)
                 st.toast("Stop requested; the run stops after its current step.")
         if run.get("error"):
-            st.error(f"{status}: {run['error']}")
+            st.error(f"{status}: {ui.plain(run['error'])}")
         if run_phase.name in ("queued", "starting"):
-            st.info(run_phase.text, icon=":material/hourglass_top:")
+            st.info(ui.plain(run_phase.text), icon=":material/hourglass_top:")  # it quotes the run's last output
             st.caption("Charts appear with the first step.")
         else:
             totals = queries.run_totals(con, run_id)

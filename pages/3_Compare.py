@@ -43,7 +43,7 @@ def comparison(picked: list[str]) -> None:
         for col, run_id in zip(cols, picked):
             p = progress[run_id]
             col.progress(p["done"] / p["total"] if p["total"] else 0.0,
-                         text=f"{labels[run_id]}: step {p['done']} of {p['total']} · {p['status']}")
+                         text=f"{ui.plain(labels[run_id])}: step {p['done']} of {p['total']} · {p['status']}")
             onset = onsets[run_id]
             col.caption(f":red[hacking onset at step {onset.step}] ({onset.signal} = {onset.value:.3g})" if onset
                         else "no hacking onset", help="The onset monitor: the first step at which a hacking "
@@ -102,7 +102,7 @@ def draw_distributions(con, picked, version, steps) -> None:
     ui.chart(charts.action_bars_by_run(at_step, state, step, labels, colors), "bars", left)
     diff = compare.action_difference(at_step, a_run, b_run, labels, step)
     if diff.missing:
-        right.info(f"No difference at step {step}: {diff.missing}")
+        right.info(f"No difference at step {step}: {ui.plain(diff.missing)}")  # it names runs by their labels
     else:
         ui.chart(charts.action_difference(diff.frame, state, step, f"{labels[b_run]} − {labels[a_run]}"), "diff", right)
     cols = st.columns(min(len(picked), 3))
@@ -159,7 +159,7 @@ def draw_ladder(con, picked, version, steps) -> None:
         if not stages:
             continue
         shown = True
-        st.markdown(f"**{labels[run_id]}**: the cloned policy" + (" and its DAgger round" if len(stages) > 1 else ""))
+        st.markdown(f"**{ui.plain(labels[run_id])}**: the cloned policy" + (" and its DAgger round" if len(stages) > 1 else ""))
         for stage in stages:
             st.caption(f"{stage.stage} · held-out {stage.succeeded} of {stage.evaluated} succeed")
             ui.table(stage.policy, key=f"ladder-{run_id}-{stage.stage}", name=f"{run_id}-{stage.stage}-policy")

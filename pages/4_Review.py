@@ -42,7 +42,7 @@ def decide(action, message: str) -> None:
     try:
         result = action()
     except (review.ReviewError, gate.GateError) as error:
-        st.error(str(error))
+        st.error(ui.plain(error))
         return
     ui.flash(message.format(result=result))
 
@@ -58,7 +58,7 @@ def open_trajectory(run_id: str, keys: list[str], descriptions: dict[str, str], 
     if "open-trajectory" not in st.session_state:
         exists = linked is not None and queries.trajectory(con, run_id, *linked) is not None
         if st.query_params.get("traj") and not exists:
-            st.warning(f"Run `{run_id}` has no trajectory `{st.query_params.get('traj')}` (step/index); "
+            st.warning(f"Run {ui.plain(run_id)} has no trajectory {ui.plain(st.query_params.get('traj'))} (step/index); "
                        "showing the first one listed.")
         st.session_state["open-trajectory"] = st.query_params.get("traj") if exists else keys[0]
         st.session_state["_linked"] = (st.session_state["open-trajectory"], keys)
@@ -78,7 +78,7 @@ def show_trajectory(run_id: str, opened: str) -> None:
     step, traj_idx = transcript.parse_key(opened)
     record = queries.trajectory(con, run_id, step, traj_idx)
     amount = "" if record.get("amount") is None else f" (amount {record['amount']})"  # tasks without amounts say none
-    st.markdown(f"#### Step {step}, trajectory {traj_idx}: `{record['task_id']}`{amount}")
+    st.markdown(f"#### Step {step}, trajectory {traj_idx}: {ui.plain(record['task_id'])}{amount}")
     st.markdown(" ".join(f":{'red' if f.bad else 'green'}-badge[{f.name}: {'yes' if f.value else 'no'}]"
                          for f in transcript.flags(record)))
     left, right = st.columns([3, 2])
@@ -99,7 +99,7 @@ def show_trajectory(run_id: str, opened: str) -> None:
         st.markdown(f"**Reward {record['reward']:.3f}**")
         st.dataframe(transcript.components_table(record), hide_index=True, key=f"components-{opened}")
         if record.get("verifier_reason"):
-            st.markdown(f"**Verifier:** {record['verifier_reason']}")
+            st.markdown(f"**Verifier:** {ui.plain(record['verifier_reason'])}")
 
     st.markdown("**Decision**")
     note = st.text_area("Note", key=f"note-{run_id}-{opened}", placeholder="Required to reject or to mark an exploit.")
@@ -181,12 +181,15 @@ if gate_tab.open:
             override = st.text_input("Reason for overriding the failing gate", key="override",
                                      help="Promoting a failing gate is refused unless you record why.")
         p1, p2 = st.columns(2)
-        if p1.button("Promote", type="primary", disabled=state == "promoted", icon=":material/verified:", key="promote"):
+        may_act = ui.may_act()  # the browser holds the dashboard's key (ui.guard)
+        if p1.button("Promote", type="primary", disabled=state == "promoted" or not may_act, icon=":material/verified:",
+                     key="promote", help=None if may_act else ui.VIEW_ONLY) and ui.allowed("promote the run"):
             decide(lambda: gate.promote(svc.con.cursor(), svc.runs_dir, run_id, reviewer, settings, override),
                    "Promoted (record {result}); bundle in " + str(svc.runs_dir / run_id / gate.BUNDLE_DIR))
         with p2:
             rollback_reason = st.text_input("Rollback reason", disabled=state != "promoted", key="rollback-reason")
-            if st.button("Roll back", disabled=state != "promoted", icon=":material/undo:", key="rollback"):
+            if st.button("Roll back", disabled=state != "promoted" or not may_act, icon=":material/undo:", key="rollback",
+                         help=None if may_act else ui.VIEW_ONLY) and ui.allowed("roll back the promotion"):
                 decide(lambda: gate.rollback(svc.con.cursor(), run_id, reviewer, rollback_reason), "Rollback recorded")
         st.markdown("**Promotion record** (append-only)")
         history = queries.promotions(svc.con.cursor(), run_id)
@@ -225,7 +228,8 @@ if hacks_tab.open:
                 st.warning("The sandbox, rewards or hacks changed since this table was made: run it again.")
             ui.table(report.table.drop(columns=["task_id"]), key="hack-suite", name="hack_suite")
         if st.button("Run the hack suite" if report is None else "Run it again", icon=":material/bug_report:",
-                     key="run-hacks"):
+                     key="run-hacks", disabled=not ui.may_act(), help=None if ui.may_act() else ui.VIEW_ONLY) \
+                and ui.allowed("run the hack suite"):  # it starts sandboxed processes
             with st.spinner("Scoring every hack in the sandbox (about a minute)…"):
                 detection.save_detection_report(svc.runs_dir, detection.compute_detection_report())
             st.rerun()

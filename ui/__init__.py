@@ -6,7 +6,8 @@ first page view opens `<runs_dir>/agentrl.duckdb`, and a daemon thread reconcile
 ingests new chunks, assigns new runs their colour and samples the machine's CPU every quarter
 second. Pages query through `cursor()` (one DuckDB cursor per call, so Streamlit's script threads
 never share one). The run pickers every page shares live in `ui.pickers`; the Launch form in
-`ui.forms`.
+`ui.forms`; who may see and act on the dashboard in `ui.guard` (installed by this import, before
+any page is drawn); user text shown as typed in `ui.text`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from agentrl.store.db import StoreError, damaged, hold_runs_dir, is_damage, rele
 from agentrl.store.ingest import BackgroundIngest, Ingestor, connect
 from agentrl.store.maintenance import Maintenance
 from agentrl.store.watch import CommitWatch
+from ui import guard
+from ui.text import plain
+
+guard.install()  # a plain `streamlit run app.py` is guarded from the first page view on
 
 INGEST_INTERVAL_S = 0.25
 LIVE_REFRESH_S = 1.0  # progress and counters of a running run
@@ -120,10 +125,16 @@ def _favicon():
 def page(title: str) -> Services | None:
     """Set up a page; returns the services, or None after showing why the store is unavailable."""
     st.set_page_config(page_title=f"{title} · agentrl", page_icon=_favicon(), layout="wide")
+    session = _network_session()
+    refused = session and guard.session_refusal(*session)
+    if refused:  # a session that connected before the guard was installed, from a foreign Host or Origin
+        st.error(plain(refused))
+        st.stop()
+        return None
     try:
         svc = services()
     except (RunsDirError, StoreError, BackendError) as error:  # held, damaged: one line, with the command that helps
-        st.error(f"The run store is unavailable: {error}")
+        st.error(f"The run store is unavailable: {plain(error)}")
         st.stop()
         return None
     # A panel that refreshes itself every second must not dim while it does (Streamlit fades a
@@ -131,9 +142,11 @@ def page(title: str) -> Services | None:
     st.html("<style>[class*='st-key-steady'] [data-stale='true'], [data-stale='true']:has([class*='st-key-steady'])"
             " { opacity: 1 !important; transition: none !important; }</style>")
     with st.sidebar:
-        st.caption(f"Runs directory: `{svc.runs_dir}`")
+        st.caption(f"Runs directory: {plain(svc.runs_dir)}")
+        if not may_act():
+            st.info(VIEW_ONLY, icon=":material/lock:")
         if svc.loop.last_error:
-            st.warning(f"Background ingest: {svc.loop.last_error}")
+            st.warning(f"Background ingest: {plain(svc.loop.last_error)}")
         elif svc.loop.last_tick_at:
             st.caption(f"Ingested {time.time() - svc.loop.last_tick_at:.1f}s ago")
     return svc
@@ -147,8 +160,45 @@ def shown_errors(what: str):
     except Exception as error:  # the user sees what failed, never a stack trace
         if is_damage(error):  # a damaged block found by this query: say how to rebuild, not DuckDB's words
             error = damaged(services().runs_dir / "agentrl.duckdb", error)
-        st.error(f"Could not {what}: {error}" if isinstance(error, StoreError) else
-                 f"Could not {what}: {type(error).__name__}: {error}")
+        st.error(f"Could not {what}: {plain(error)}" if isinstance(error, StoreError) else
+                 f"Could not {what}: {type(error).__name__}: {plain(error)}")
+
+
+VIEW_ONLY = ("View only: this browser does not hold the dashboard's key, so it cannot start, cancel, delete or "
+             "promote runs. Open the link that `make run` printed (`.venv/bin/python -m ui.serve --link` prints it "
+             "again).")
+
+
+def _network_session():
+    """(headers, cookies) of this session's WebSocket handshake; None for a run in this process
+    (streamlit.testing's AppTest sets `global.appTest`, which no client can), which no network
+    client can reach."""
+    from streamlit import config
+
+    if config.get_option("global.appTest"):
+        return None
+    return st.context.headers, st.context.cookies
+
+
+def may_act() -> bool:
+    """Whether this session may start, cancel, delete or promote: its browser holds the
+    dashboard's key (ui.guard), and its Host and Origin are the dashboard's own."""
+    session = _network_session()
+    if session is None:
+        return True
+    try:
+        return guard.session_refusal(*session) is None and guard.session_holds_key(session[1])
+    except (OSError, ValueError):  # the key file cannot be read: nobody acts until it can
+        return False
+
+
+def allowed(what: str) -> bool:
+    """`may_act()`, checked again where an action is handled (a button drawn disabled can still be
+    sent as clicked by a client of its own); says why not."""
+    if may_act():
+        return True
+    st.error(f"Cannot {what}: {VIEW_ONLY}")
+    return False
 
 
 def table(df, key: str, name: str, **dataframe_kwargs):

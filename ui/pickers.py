@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from agentrl import charts
+from ui.text import plain
 from agentrl.analysis.live import is_active
 
 URL_KEY = "run"
@@ -42,7 +43,7 @@ def run_picker(runs: pd.DataFrame, default: str | None, label: str = "Run", help
     requested = st.query_params.get_all(URL_KEY)[:1]
     missing = _unknown(runs, requested)
     if missing:
-        st.warning(f"There is no run `{missing[0]}` in this store; showing another run instead. "
+        st.warning(f"There is no run {plain(missing[0])} in this store; showing another run instead. "
                    "Pick one below, or see every run on the Runs page.")
     offered = _offered(runs, requested)
     if offered.empty:
@@ -62,7 +63,7 @@ def runs_picker(runs: pd.DataFrame, default: list[str], label: str = "Runs", hel
     requested = st.query_params.get_all(URL_KEY)
     missing = _unknown(runs, requested)
     if missing:
-        st.warning(f"There is no run {', '.join(f'`{r}`' for r in missing)} in this store; "
+        st.warning(f"There is no run {', '.join(plain(r) for r in missing)} in this store; "
                    "it is left out of the comparison.")
     offered = _offered(runs, requested)
     ids = offered["run_id"].tolist()
@@ -79,6 +80,6 @@ def runs_picker(runs: pd.DataFrame, default: list[str], label: str = "Runs", hel
 def legend(labels: dict[str, str], colors: dict[str, str]) -> None:
     """One line naming each run in its colour: the legend every chart below shares."""
     spans = " &nbsp; ".join(
-        f"<span style='color:{colors[run_id]}; font-size:1.3em'>&#9679;</span>&nbsp;{html.escape(labels[run_id])}"
+        f"<span style='color:{colors[run_id]}; font-size:1.3em'>&#9679;</span>&nbsp;{plain(html.escape(labels[run_id]))}"
         for run_id in labels)
     st.markdown(spans, unsafe_allow_html=True)
