@@ -1,6 +1,11 @@
 """Helpers of the browser tests: the dashboard as `make run` starts it, on its own runs directory
 and port, and what a test reads off a Chromium tab (the step counter, idle state, chart nodes,
-websocket traffic). The fixtures built on them are in conftest.py."""
+websocket traffic). The fixtures built on them are in conftest.py.
+
+Each test dashboard's key (ui.guard) is `TEST_KEY`, written to its runs directory before it
+starts; the `browser` fixture's tabs hold it, as a person's browser does once they opened the
+link `make run` printed. A test of what a browser *without* the key can do opens its own
+`browser.new_context()`."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
+TEST_KEY = "test-key-of-the-browser-tests-0123456789abcdef"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -45,13 +51,25 @@ def wait_healthy(port: int, process: subprocess.Popen, seconds: float = 60) -> N
 
 
 @contextlib.contextmanager
-def running_dashboard(tmp_path: Path, runs_dir: Path):
-    """`streamlit run app.py` on `runs_dir` and a free port; stops it and every run it launched."""
+def running_dashboard(tmp_path: Path, runs_dir: Path, allow_script_engine: bool = False, env: dict | None = None,
+                      plain_streamlit: bool = False):
+    """The dashboard as `make run` starts it (`python -m ui.serve`, or `streamlit run app.py`
+    itself with `plain_streamlit`) on `runs_dir` and a free port, its key `TEST_KEY`; stops it and
+    every run it launched."""
     port = free_port()
-    env = dict(os.environ, AGENTRL_RUNS_DIR=str(runs_dir), HF_HUB_OFFLINE="1")
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    key = runs_dir / ".dashboard-key"
+    if not key.exists():
+        key.write_text(TEST_KEY + "\n")
+        key.chmod(0o600)
+    env = dict(os.environ, AGENTRL_RUNS_DIR=str(runs_dir), HF_HUB_OFFLINE="1", **(env or {}))
+    env.pop("AGENTRL_ALLOW_SCRIPT_ENGINE", None)
+    if allow_script_engine:
+        env["AGENTRL_ALLOW_SCRIPT_ENGINE"] = "1"
     log = open(tmp_path / "streamlit.log", "wb")
+    entry = ["-m", "streamlit", "run", "app.py"] if plain_streamlit else ["-m", "ui.serve"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
+        [sys.executable, *entry, "--server.port", str(port)],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True,
     )

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from browsing import CHROMIUM, CHROMIUM_ARGS, running_dashboard
+from browsing import CHROMIUM, CHROMIUM_ARGS, TEST_KEY, running_dashboard
 
 from agentrl.config import load_preset
 from agentrl.engines.tabular.engine import run_tabular
@@ -106,13 +106,33 @@ def dashboard(tmp_path):
 
 
 @pytest.fixture
+def dashboard_with_scripts(tmp_path):
+    """The dashboard started with the script engine turned on (AGENTRL_ALLOW_SCRIPT_ENGINE=1)."""
+    runs_dir = tmp_path / "runs"
+    with running_dashboard(tmp_path, runs_dir, allow_script_engine=True) as base_url:
+        yield base_url, runs_dir
+
+
+def holding_key(tab):
+    """`tab` as the browser of a person who opened the link `make run` printed: it holds the test
+    dashboards' key (cookies are per host, not per port)."""
+    tab.context.add_cookies([{"name": "agentrl_key", "value": TEST_KEY, "domain": "127.0.0.1", "path": "/",
+                              "httpOnly": True, "sameSite": "Strict"}])
+    return tab
+
+
+@pytest.fixture
 def browser():
+    """Chromium; each `new_page()` is a tab of its own context that holds the dashboards' key (a
+    test of a browser without it uses `browser.new_context()`)."""
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: run scripts/ensure-chromium.sh (make test does)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        new_page = chromium.new_page
+        chromium.new_page = lambda **options: holding_key(new_page(**options))
         try:
             yield chromium
         finally:

@@ -58,8 +58,8 @@ def test_a_trl_scripts_run_shows_on_live_and_review(browser, tmp_path):  # noqa:
         tab.screenshot(path=str(tmp_path / "trl-review.png"), full_page=True)
 
 
-def test_a_users_command_launched_from_launch_is_cancelled_from_live(dashboard, page, tmp_path):  # noqa: F811
-    base_url, runs_dir = dashboard
+def test_a_users_command_launched_from_launch_is_cancelled_from_live(dashboard_with_scripts, page, tmp_path):  # noqa: F811
+    base_url, runs_dir = dashboard_with_scripts
     page.goto(f"{base_url}/Launch")
     page.get_by_role("combobox", name="Preset").wait_for(timeout=60_000)
     page.get_by_role("combobox", name="Preset").click()
