@@ -27,9 +27,10 @@ $(STAMP): requirements.txt constraints.txt
 	$(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt
 	touch $(STAMP)
 
+# ui.serve guards the server before it listens and prints the link that gives a browser the key.
 run: install
 	@echo "agentrl dashboard on http://127.0.0.1:$(PORT) (runs in $${AGENTRL_RUNS_DIR:-runs/})"
-	HF_HUB_OFFLINE=1 $(BIN)/python -m streamlit run app.py --server.port $(PORT)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m ui.serve --server.port $(PORT)
 
 browser:
 	scripts/ensure-chromium.sh
