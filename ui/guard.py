@@ -32,7 +32,6 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
-from http.cookies import SimpleCookie
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from browsing import CHROMIUM, CHROMIUM_ARGS, TEST_KEY, free_port, running_dashboard, wait_idle
+from browsing import CHROMIUM, CHROMIUM_ARGS, TEST_KEY, running_dashboard, wait_idle
 from conftest import add_run
 
 pytestmark = pytest.mark.browser
@@ -207,6 +207,21 @@ def test_the_printed_link_gives_the_key_as_a_strict_httponly_cookie(guarded):
     assert _page(port, "/?key=not-the-key")[0] == 403
 
 
+def test_a_plain_streamlit_run_is_guarded_from_its_first_page_view(tmp_path, browser):
+    """`streamlit run app.py` without ui.serve (as tools that start the app do): the config's Host
+    list refuses a rebound WebSocket from the start; the first page drawn installs the guard."""
+    runs_dir = tmp_path / "runs"
+    with running_dashboard(tmp_path, runs_dir, plain_streamlit=True) as base_url:
+        port = urlsplit(base_url).port
+        assert _websocket(port, host=f"evil.test:{port}", origin=f"http://evil.test:{port}") == 403
+        tab = browser.new_page()
+        tab.goto(base_url)
+        tab.get_by_text("Runs directory").wait_for(timeout=60_000)  # drawn by the page: ui was imported
+        assert _page(port, host=f"evil.test:{port}")[0] == 403
+        assert _websocket(port, origin="http://localhost:3000") == 403 and _websocket(port, origin=None) == 403
+        assert _websocket(port, origin=f"http://127.0.0.1:{port}") == 101
+
+
 # --- Browsers ------------------------------------------------------------------------------------
 
 ATTACK_PAGE = """<!doctype html><html><body>
@@ -382,7 +397,7 @@ def test_user_text_full_of_images_and_links_fetches_nothing(tmp_path, browser):
             shown = ""
             for path in pages:
                 tab.goto(base_url + path)
-                tab.locator('[data-testid="stSidebar"]').wait_for(timeout=60_000)
+                tab.get_by_text("Runs directory").wait_for(timeout=60_000)  # the page itself is drawn
                 wait_idle(tab)
                 time.sleep(1)
                 assert tab.evaluate(LINKS_TO_TEST_NET) == [], path
