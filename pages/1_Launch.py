@@ -45,7 +45,7 @@ else:
         error = "\n".join(f"- **{p.label}**: {ui.plain(p.message)}" for p in problem.problems) or ui.plain(problem)
 
 preflight, confirmed = None, True
-if config is not None and config.kind == "script" and not script_engine_allowed():
+if config is not None and engine_of(config).runs_any_command and not script_engine_allowed():
     # The script engine runs any command typed here: only the person who started the dashboard turns it on.
     error = (f"The script engine runs the command typed here, so it is off in the dashboard. Start the dashboard "
              f"with {SCRIPT_ENGINE_ENV}=1 (or `python -m ui.serve --allow-script-engine`) to use it; "

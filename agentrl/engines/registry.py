@@ -64,6 +64,7 @@ class Engine:
     pair: bool = True  # the outcome-vs-guarded pair is meaningful
     form_step_delay: float = 0.0  # the Launch form's starting step delay (so a fast run can be watched)
     form_fields: tuple[str, ...] = field(default=())  # fields the Launch form shows, in order (empty: all simple ones)
+    runs_any_command: bool = False  # its config names a program to run: the dashboard starts it only when allowed
 
     def run(self, config: RunConfig, run, log: Callable[[str], None] = print) -> str:
         return resolve_entry(self.entry)(config, run, log)
@@ -129,7 +130,7 @@ ENGINES: dict[str, Engine] = {
         Engine(
             kind="script", title="your own command (agentrl.init or the TRL callback inside it)", config_type=ScriptConfig,
             entry="agentrl.engines.script.engine:run_script", cost=_script_cost,
-            preflight_check="agentrl.engines.script.engine:preflight", pair=False,
+            preflight_check="agentrl.engines.script.engine:preflight", pair=False, runs_any_command=True,
         ),
     )
 }

@@ -269,3 +269,17 @@ def test_released_services_stop_their_threads_and_close_the_store(trained_runs_d
     st.cache_resource.clear()
     assert ours() == set()
     connect(trained_runs_dir).close()  # the dashboard's connection is gone: the store opens here
+
+
+def test_launch_runs_no_command_unless_the_dashboard_was_started_with_the_script_engine(tmp_path, monkeypatch):
+    """Issue 22: the script engine runs whatever command is typed, so it is off in the dashboard."""
+    monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "runs"))
+    monkeypatch.delenv("AGENTRL_ALLOW_SCRIPT_ENGINE", raising=False)
+    at = app("pages/1_Launch.py").run()
+    next(s for s in at.selectbox if s.label == "Preset").set_value("script-custom-loop").run()
+    assert any(e.value.startswith("The script engine runs the command typed here, so it is off") for e in at.error)
+    assert next(b for b in at.button if b.label == "Start run").disabled
+    monkeypatch.setenv("AGENTRL_ALLOW_SCRIPT_ENGINE", "1")
+    at.run()
+    no_errors(at)
+    assert not next(b for b in at.button if b.label == "Start run").disabled
