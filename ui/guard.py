@@ -33,7 +33,7 @@ import hmac
 import os
 import secrets
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 ALLOWED_HOSTS_ENV = "AGENTRL_ALLOWED_HOSTS"  # more names, comma-separated: "myhost,myhost.lan"
@@ -193,12 +193,18 @@ async def guarded(app, scope, receive, send) -> None:
     query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
     given = [value for name, value in query if name == KEY_PARAM]
     if given and scope.get("method") == "GET":
-        if not key_matches(given[0], load_key(_runs_dir())):
+        try:
+            key = load_key(_runs_dir())
+        except (OSError, ValueError) as error:  # an unwritable runs directory: the page says more
+            await _respond(send, 403, f"Refused: the dashboard's key cannot be read: {error}\n")
+            return
+        if not key_matches(given[0], key):
             await _respond(send, 403, "Refused: this is not the dashboard's key (see <runs dir>/.dashboard-key).\n")
             return
         rest = urlencode([(name, value) for name, value in query if name != KEY_PARAM])
         cookie = (f"{KEY_COOKIE}={given[0]}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; SameSite=Strict").encode()
-        location = (scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")).encode()
+        # The same page without the key; a path of "//host" would make the redirect leave the dashboard.
+        location = (scope.get("root_path", "") + "/" + quote(scope["path"].lstrip("/")) + (f"?{rest}" if rest else "")).encode()
         await _respond(send, 303, "The key is set; this browser can act on this dashboard.\n",
                        [(b"location", location), (b"set-cookie", cookie)])
         return
