@@ -151,7 +151,7 @@ class Ingestor:
 
     def _ingest(self, report: IngestReport) -> None:
         if not self._replayed:  # once per Ingestor: a rebuilt or deleted store gets its decisions back
-            report.decisions = decisions.replay(self.con)
+            report.decisions = decisions.replay(self.con, log=self.log)
             self._replayed = True
         pending: list[Unit] = []
         ended: list[tuple[RunDir, Cursor | None, bool]] = []
