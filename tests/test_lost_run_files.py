@@ -113,3 +113,20 @@ def test_the_stores_ingest_ends_a_running_run_whose_files_are_gone_and_keeps_its
     for run_id in ids.values():
         curation.delete_run(con, runs_dir, run_id)
         assert queries.get_run(con, run_id) is None
+
+
+@pytest.mark.slow
+def test_launch_wait_ends_when_the_run_folder_is_removed_instead_of_waiting_for_good(tmp_path):
+    runs_dir = tmp_path / "runs"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("AGENTRL_RUNS_DIR", None)
+    launch = subprocess.Popen([sys.executable, "-m", "agentrl", "launch", "--preset", "refund-outcome", "--step-delay", "0.3",
+                               "--runs-dir", str(runs_dir), "--wait"], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    runs = wait_for(lambda: list_run_dirs(runs_dir), timeout=60)
+    assert runs
+    assert wait_for(lambda: len(list((runs[0].root / "chunks").glob("*.commit"))) >= 3, timeout=60)
+    os.rename(runs[0].root, tmp_path / "bin")
+    code, out, err = ended(launch)
+    assert code != 0 and "Traceback" not in err, (out, err)
+    assert f"run {runs[0].run_id} failed: the run folder was removed while it ran" in out, out
