@@ -74,6 +74,29 @@ def test_a_torn_last_line_is_set_aside_and_the_next_decision_rebuilds_with_the_e
     assert review_ids(runs_dir) == earlier + [new]
 
 
+def test_a_full_disk_mid_append_refuses_the_decision_and_leaves_no_torn_line(pair_store):
+    """A file-size limit (RLIMIT_FSIZE) fails the write part way, as a full disk does."""
+    import resource
+    import signal
+
+    con, runs_dir, ids = pair_store
+    (first,) = approve_top(con, ids["guarded"], 1)
+    before = log_of(runs_dir).read_bytes()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) + 40, hard))
+    try:
+        with pytest.raises(decisions.DecisionLogError, match="cannot append to the decisions log"):
+            approve_top(con, ids["outcome"], 1)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert log_of(runs_dir).read_bytes() == before  # the 40 bytes that fitted were taken back
+    assert [r[0] for r in con.execute("SELECT review_id FROM reviews").fetchall()] == [first]  # and nothing stored
+    (second,) = approve_top(con, ids["outcome"], 1)  # room again: the next decision goes in whole
+    assert [e["row"]["review_id"] for e in decisions.read_log(log_of(runs_dir))] == [first, second]
+
+
 def test_a_garbage_line_costs_that_line_only_in_check_ingest_rebuild_and_review(pair_store):
     con, runs_dir, ids = pair_store
     kept = approve_top(con, ids["guarded"], 3)
