@@ -38,6 +38,7 @@ from typing import Any
 import duckdb
 
 from agentrl.store.db import database_file
+from agentrl.store.queries.annotations import set_run_notes
 
 try:
     import fcntl
@@ -370,14 +371,8 @@ def _replay_entries(con, path: Path, entries: list[dict[str, Any]], skipped: set
         if stored is not None and (row.get("updated_at") is None or (stored[0] is not None and stored[0] >= row["updated_at"])):
             continue
         try:
-            con.execute(
-                """
-                INSERT INTO run_notes (run_id, tags, note, archived, updated_by, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT (run_id) DO UPDATE SET tags = excluded.tags, note = excluded.note, archived = excluded.archived,
-                                                   updated_by = excluded.updated_by, updated_at = excluded.updated_at
-                """,
-                [run_id, list(row.get("tags") or []), row.get("note"), bool(row.get("archived")), row.get("updated_by"),
-                 row.get("updated_at")])
+            set_run_notes(con, run_id, list(row.get("tags") or []), row.get("note"), bool(row.get("archived")),
+                          row.get("updated_by"), row.get("updated_at"))
         except (duckdb.Error, TypeError) as error:
             return inserted, (index, " ".join(str(error).split())[:200])
         inserted += 1
