@@ -47,6 +47,8 @@ def record_exit(run: RunDir, code: int | None, cancelled: bool = False) -> bool 
     this call wrote it, None when it could not be written. Then remove what a flush cut short
     left (no writer runs any more)."""
     written: bool | None = False
+    if not run.root.is_dir():  # removed under the run: nothing is written into it again
+        return None
     if (run.status() or {}).get("status") not in TERMINAL_STATUSES:
         last = [line for line in run.tail_log(5) if line.strip()]
         detail = describe_exit(code)
@@ -125,7 +127,9 @@ def supervise(run: RunDir, work: Callable[[], object]) -> int:
             signal.signal(sig, handler)
     code = os.waitstatus_to_exitcode(wait_status) if wait_status is not None else None
     recorded = record_exit(run, code, cancelled=bool(received) or run.stop_requested())
-    if recorded is None and not list_commits(run.root):
+    if recorded is None and not run.root.is_dir():  # someone removed it while the run ran
+        print(f"error: run {run.run_id}: its folder {run.root} was removed while it ran", file=sys.stderr, flush=True)
+    elif recorded is None and not list_commits(run.root):
         # It could neither run nor say so (a full disk): leave no run folder that says nothing.
         remove_run_dir(run)
         print(f"error: run {run.run_id} could not start, and its folder {run.root} was removed", file=sys.stderr, flush=True)

@@ -82,6 +82,9 @@ def _wait(launcher, run: RunDir) -> int:
             print(f"cannot follow run {run.run_id} now: {problem}", flush=True)
         warned = problem
         status = run.status() or {}
+        if not run.root.is_dir():  # removed while it ran: it will never say how it ended
+            status = {"status": "failed", "error": "the run folder was removed while it ran"}
+            break
         if status.get("step") and status.get("step") != last_step:
             last_step = status["step"]
             print(f"step {last_step}/{status.get('total_steps') or '?'}", flush=True)

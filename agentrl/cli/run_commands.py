@@ -73,7 +73,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"run {run.run_id}: {config.kind} {config.scorer}, {config.total_steps or 'an unknown number of'} steps -> {run.root}", flush=True)
     # The engine runs in a worker process; this one records its end even when it is killed.
     supervise(run, lambda: engine.run(config, run, log=log))
-    status = (run.status() or {}).get("status", "failed")
+    final = run.status() or {}
+    status = final.get("status", "failed")
+    if not run.root.is_dir():  # removed under the run: nothing of it is left to say how it ended
+        final = {"error": "the run folder was removed while it ran"}
+    if status != "succeeded" and final.get("error"):
+        status += f" ({' '.join(str(final['error']).split())[:300]})"
     if args.no_ingest:
         print(f"run {run.run_id} {status}; its chunks wait in {run.root} for the dashboard to ingest", flush=True)
         return 0 if status == "succeeded" else 3

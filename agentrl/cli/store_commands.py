@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_runs_dir(export)
     export.set_defaults(func=cmd_export)
 
-    check = sub.add_parser("check", help="read every block of the store; name any damage with the command that repairs it")
+    check = sub.add_parser("check", help="read every block of the store; name any damage with the command that repairs it, "
+                                         "and each damaged line of the decisions log (exit 1)")
     add_runs_dir(check)
     check.set_defaults(func=cmd_check)
 
@@ -86,8 +87,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     runs_dir = runs_dir_of(args)
     if not runs_dir.is_dir():
         raise RunsDirError(f"runs directory {str(runs_dir)!r} does not exist")
-    print(check_store(runs_dir).summary())  # a damaged store is a StoreDamagedError line, exit 2
-    return 0
+    report = check_store(runs_dir)  # a damaged store is a StoreDamagedError line, exit 2
+    print(report.summary())
+    return 1 if report.damaged_log_lines else 0  # a decisions-log line that cost a decision: named, exit 1
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:

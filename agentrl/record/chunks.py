@@ -37,6 +37,7 @@ them out even if a compaction cut short left some of their files.
 from __future__ import annotations
 
 import concurrent.futures.thread  # noqa: F401 - see _warm_up
+import errno
 import json
 import os
 import re
@@ -335,6 +336,8 @@ class ChunkWriter:
         prefix = commit_number_name(number)
         folder = self.folder
         try:
+            if not self.run_dir.is_dir():  # removed under the run: never made again, half empty
+                raise FileNotFoundError(errno.ENOENT, "the run folder was removed", str(self.run_dir))
             folder.makedirs()
             for table, rows in pending.items():
                 self._put(f"{prefix}.{table}.parquet", to_arrow(table, rows, run_id=self.run_id))

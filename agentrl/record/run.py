@@ -25,6 +25,7 @@ its own outcome as `reported_status`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import os
 import signal
@@ -55,7 +56,7 @@ from agentrl.record.rows import (
     clean_metrics,
     normalize,
 )
-from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, utc_now
+from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, utc_now, write_json_atomic
 
 
 class StopFlag:
@@ -64,9 +65,10 @@ class StopFlag:
     def __init__(self, run: RunDir):
         self.run = run
         self.signalled = False
+        self.lost: str | None = None  # "run.json was removed at step 11": the run stops and ends failed
 
     def __call__(self) -> bool:
-        return self.signalled or self.run.stop_requested()
+        return self.signalled or self.lost is not None or self.run.stop_requested()
 
     def install(self) -> None:
         def handler(signum, frame):
@@ -151,6 +153,8 @@ class Run:
         self._refused: list[RecordError] = []  # rows the flusher left out, not yet raised to the caller
         self._refused_total = 0
         self._refused_lock = threading.Lock()
+        self._files_lock = threading.Lock()  # the caller's step and the flusher's tick both look for run.json
+        self._meta: dict | None = None
         self._tallies: dict[int, _StepTally] = {}
         # First the writer, which claims the folder: a second writer fails here, before it touches the status.
         kwargs = {} if flush_interval is None else {"interval": flush_interval}
@@ -161,6 +165,7 @@ class Run:
                                   **kwargs)  # a step's rows land in the commit of its `steps` row
         if record:  # before the first flush lands: the store reads run.json to find the chunks
             run_dir.update_meta(chunks_url=location)
+        self._meta = run_dir.meta()  # put back if someone removes run.json mid-run (`_check_files`)
         if supervised:
             fields = {"writer_pid": os.getpid(), "step": 0}
         else:
@@ -258,6 +263,7 @@ class Run:
         """A step's rows are logged: ask for them to reach the store soon, then pause `step_delay`
         in short slices so a stop request is honoured promptly."""
         self.step = step
+        self._check_files()
         self.writer.flush_soon()
         deadline = time.monotonic() + self.step_delay
         while not self.stop():
@@ -364,8 +370,28 @@ class Run:
 
     def _tick(self) -> None:
         """Once a second, in the flusher: a hardware sample, and status.json's step when it moved."""
+        self._check_files()
         self.sample_hardware()
         self._write_step()
+
+    def _check_files(self) -> None:
+        """run.json or the whole run folder removed under the running run: the run stops at its
+        next step and ends `failed` saying so ("run.json was removed at step 11"); the store's
+        ingest says the same of a run it holds as running meanwhile."""
+        if self.stop.lost is not None or self.dir.meta_path.is_file():
+            return
+        with self._files_lock:
+            if self.stop.lost is None:
+                what = "run.json" if self.dir.root.is_dir() else "the run folder"
+                self.stop.lost = f"{what} was removed at step {self.step}"
+
+    def _put_back_meta(self) -> None:
+        """After the final status is written: a folder that still holds it gets its run.json back,
+        so the store finds the run, takes every commit it made, sees it `failed` and can delete
+        it. Not before: an `rm -r` of the folder under way must not find new files in it."""
+        if self._meta is not None and self.dir.status_path.is_file() and not self.dir.meta_path.exists():
+            with contextlib.suppress(OSError):
+                write_json_atomic(self.dir.meta_path, self._meta)
 
     def _write_step(self) -> None:
         with self._status_lock:
@@ -390,6 +416,7 @@ class Run:
                 return
             self._closed = True
         atexit.unregister(self._close_at_exit)
+        self._check_files()
         errors = []
         for last in (self.sample_hardware, (lambda: self.before_close(self)) if self.before_close else None):
             if last is None:
@@ -404,6 +431,9 @@ class Run:
             # Rows that could not be written (a full disk): the run did not record everything.
             self.status = "failed"
             self.error = (self.error + "; " if self.error else "") + f"the last rows could not be written: {error}"
+        if self.stop.lost is not None:  # whatever the work said: its files went away under it
+            self.status = "failed"
+            self.error = self.stop.lost + (f"; {self.error}" if self.error else "")
         if self._refused_total:
             errors.append(f"{self._refused_total} rows did not fit their tables and were not recorded")
         fields = dict(error=self.error, step=self.step)
@@ -414,6 +444,9 @@ class Run:
             self.dir.update_status(**fields)
         except OSError as error:  # nothing more can be recorded; say it where a person looks
             print(f"agentrl: cannot write the final status of {self.run_id}: {error}", flush=True)
+        else:
+            if self.stop.lost is not None:
+                self._put_back_meta()
 
     def _close_at_exit(self) -> None:
         """The interpreter is exiting with the run still open (no `finish`, no `with`)."""

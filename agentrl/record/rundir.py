@@ -2,7 +2,8 @@
 
 ```
 <runs_dir>/agentrl.duckdb            the store (dashboard-owned; an index rebuilt from what follows)
-<runs_dir>/decisions.jsonl           every review, fixture and promotion (agentrl.store.decisions)
+<runs_dir>/decisions.jsonl           every review, fixture, promotion and run note (agentrl.store.decisions)
+<runs_dir>/decisions.jsonl.torn      the bytes of log lines cut short (a full disk mid-write), set aside
 <runs_dir>/<run_id>/run.json         who the run is: id, name, kind, scorer, config, created_at
 <runs_dir>/<run_id>/status.json      where it is: status, pid, create_time, step, ended_at, error
 <runs_dir>/<run_id>/stop             a cancel request (its presence is the request)

@@ -1,7 +1,8 @@
 """What a person does to the run list: tag, annotate, archive, and delete runs.
 
 Home page / CLI -> **curation** -> queries.annotations, queries.runs, the runs directory. Archiving
-hides a run from the pickers and keeps everything. Deleting removes the run's folder (its chunks,
+hides a run from the pickers and keeps everything. Tags, notes and the archived flag go to the
+decisions log with the store (`agentrl.store.decisions`), so a rebuilt store keeps them. Deleting removes the run's folder (its chunks,
 log and policy) and every row it recorded; the decisions about it (reviews, fixtures, promotions)
 stay in their append-only log. A run still running cannot be deleted: cancel it first.
 """
@@ -12,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from agentrl.record.rundir import TERMINAL_STATUSES, utc_now
-from agentrl.store import queries
+from agentrl.store import decisions, queries
 
 
 class CurationError(ValueError):
@@ -38,8 +39,10 @@ def annotate(con, run_id: str, tags=None, note: str | None = None, archived: boo
         "note": current["note"] if note is None else (note.strip() or None),
         "archived": current["archived"] if archived is None else bool(archived),
     }
-    queries.set_run_notes(con, run_id, updated["tags"], updated["note"], updated["archived"], (by or "").strip() or None,
-                          utc_now())
+    with decisions.recording(con) as written:  # the store and the decisions log, together
+        queries.set_run_notes(con, run_id, updated["tags"], updated["note"], updated["archived"],
+                              (by or "").strip() or None, utc_now())
+        written.append((decisions.NOTES, run_id))
     return updated
 
 

@@ -40,13 +40,17 @@ class CheckReport:
     pending_commits: int = 0  # commits on disk the store has not taken yet (`ingest` takes them)
     logged_decisions: int = 0
     stored_decisions: int = 0
+    log_problems: list[str] = field(default_factory=list)  # one line per damaged line of the decisions log
+    damaged_log_lines: int = 0  # of which lines that cost a decision (not a torn tail, which cost none)
 
     def summary(self) -> str:
         if not self.exists:
-            return f"no store at {self.path} yet; `python -m agentrl ingest` creates it"
-        return (f"ok: {self.path}: {len(self.rows)} tables, {sum(self.rows.values())} rows, every block read; "
-                f"{self.pending_commits} commits waiting to be ingested; decisions: {self.logged_decisions} in the "
-                f"log, {self.stored_decisions} in the store")
+            head = f"no store at {self.path} yet; `python -m agentrl ingest` creates it"
+        else:
+            head = (f"ok: {self.path}: {len(self.rows)} tables, {sum(self.rows.values())} rows, every block read; "
+                    f"{self.pending_commits} commits waiting to be ingested; decisions: {self.logged_decisions} in the "
+                    f"log, {self.stored_decisions} in the store")
+        return "\n".join([head, *self.log_problems])
 
 
 def read_every_block(con, path: Path) -> dict[str, int]:
@@ -72,6 +76,9 @@ def check_store(runs_dir: Path) -> CheckReport:
     runs_dir = Path(runs_dir)
     path = runs_dir / DB_FILENAME
     report = CheckReport(path)
+    scan = decisions.scan_log(runs_dir / decisions.DECISIONS_FILE)
+    report.log_problems, report.damaged_log_lines = scan.problems(), len(scan.bad)
+    report.logged_decisions = sum(entry["table"] in decisions.TABLES for entry in scan.entries)
     if not path.exists():
         report.exists = False
         return report
@@ -84,7 +91,6 @@ def check_store(runs_dir: Path) -> CheckReport:
         con.close()
     for run in list_run_dirs(runs_dir):
         report.pending_commits += sum(f"{run.run_id}/chunks/{c.name}" not in taken for c in list_commits(run.root))
-    report.logged_decisions = len(decisions.read_log(runs_dir / decisions.DECISIONS_FILE))
     return report
 
 

@@ -46,7 +46,15 @@ from agentrl.record.runfiles import RunFileError, read_meta, read_status
 from agentrl.store import decisions
 from agentrl.store.discovery import Cursor, Unit, commit_unit, legacy_units, new_commits, path_signature, replaced_markers
 from agentrl.store.loop import BackgroundIngest  # noqa: F401 - the dashboard's loop, imported from here
-from agentrl.store.queries.ledger import aggregate_step_components, aggregate_step_tallies, take_without_rows, upsert_run
+from agentrl.store.queries.ledger import (
+    aggregate_step_components,
+    aggregate_step_tallies,
+    fail_lost_run,
+    last_stored_step,
+    take_without_rows,
+    unfinished_runs,
+    upsert_run,
+)
 from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for callers
     StoreDamagedError,
     StoreError,
@@ -151,11 +159,13 @@ class Ingestor:
 
     def _ingest(self, report: IngestReport) -> None:
         if not self._replayed:  # once per Ingestor: a rebuilt or deleted store gets its decisions back
-            report.decisions = decisions.replay(self.con)
+            report.decisions = decisions.replay(self.con, log=self.log)
             self._replayed = True
         pending: list[Unit] = []
         ended: list[tuple[RunDir, Cursor | None, bool]] = []
-        for run in list_run_dirs(self.runs_dir):
+        listed = list_run_dirs(self.runs_dir)
+        self._end_lost_runs({run.run_id for run in listed}, report)
+        for run in listed:
             if run.run_id in self._drained:
                 continue
             try:
@@ -192,6 +202,23 @@ class Ingestor:
                 continue
             if not had_units:
                 self._drained.add(run.run_id)
+
+    def _end_lost_runs(self, listed: set[str], report: IngestReport) -> None:
+        """A run the store holds as queued or running whose run.json or whole folder was removed
+        would stay `running` for good: it is `failed` with why ("run.json was removed at step 11",
+        the last step the store holds), its rows stay, and it can be deleted. (A run that is still
+        alive writes its run.json back and says so itself, `agentrl.record.run`.)"""
+        for run_id in unfinished_runs(self.con):
+            if run_id in listed:
+                continue
+            what = "run.json" if (self.runs_dir / run_id).is_dir() else "the run folder"
+            reason = f"{what} was removed at step {last_stored_step(self.con, run_id)}"
+            fail_lost_run(self.con, run_id, reason, utc_now())
+            self._run_signatures.pop(run_id, None)  # should it come back, its files are read again
+            self._cursors.pop(run_id, None)
+            self._drained.discard(run_id)
+            report.runs_synced += 1
+            self.log(f"ingest: run {run_id} failed: {reason}")
 
     def _bad_run_file(self, run: RunDir, error: RunFileError, report: IngestReport) -> None:
         """Name a damaged run.json or status.json once (again only when the file changes)."""

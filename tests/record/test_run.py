@@ -201,3 +201,29 @@ def test_a_steps_rows_are_never_committed_before_its_step_row(run_dir):
                         assert set(pq.read_table(commit.files[table]).column("step").to_pylist()) <= steps | {0}, table
             run.log_step(StepRecord.from_trajectories(step, rows))
         run.finish()
+
+
+def test_a_removed_run_json_stops_the_run_which_ends_failed_saying_so_and_puts_it_back(run_dir):
+    meta = run_dir.meta()
+    with Run(run_dir, total_steps=3) as run:
+        log_one_step(run, 1)
+        run_dir.meta_path.unlink()
+        log_one_step(run, 2)
+        assert run.stop_requested()  # the work stops at its next check
+        run.finish("succeeded")
+    status = run_dir.status()
+    assert (status["status"], status["error"]) == ("failed", "run.json was removed at step 2")
+    assert run_dir.meta() == meta  # back, so the store finds the run, its rows and its end
+
+
+def test_a_removed_run_folder_is_never_made_again(run_dir, tmp_path):
+    with Run(run_dir, total_steps=3) as run:
+        log_one_step(run, 1)
+        run_dir.root.rename(tmp_path / "bin")
+        with pytest.raises(Exception):  # the flusher cannot write: the next step says so
+            for step in (2, 3):
+                log_one_step(run, step)
+                run.writer.flush()
+        run.finish("succeeded")
+    assert not run_dir.root.exists()
+    assert run.status == "failed" and run.error.startswith("the run folder was removed at step")

@@ -120,9 +120,9 @@ def test_a_last_line_cut_short_by_a_crash_is_left_out_and_a_garbled_one_is_named
     log = tmp_path / decisions.DECISIONS_FILE
     log.write_text(json.dumps({"table": "reviews", "row": {"review_id": 1}}) + "\n" + '{"table": "rev')
     assert len(decisions.read_log(log)) == 1
-    log.write_text("garbage\n")
-    with pytest.raises(decisions.DecisionLogError, match="damaged at line 1"):
-        decisions.read_log(log)
+    log.write_text("garbage\n" + json.dumps({"table": "reviews", "row": {"review_id": 2}}) + "\n")
+    scan = decisions.scan_log(log)  # the garbled line is named and costs that line only
+    assert [e["row"]["review_id"] for e in scan.entries] == [2] and [n for n, _ in scan.bad] == [1]
 
 
 # --- a damaged store ------------------------------------------------------------------------------

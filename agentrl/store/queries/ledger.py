@@ -25,6 +25,27 @@ def upsert_run(con: Con, values: list) -> None:
     )
 
 
+def unfinished_runs(con: Con) -> list[str]:
+    """Runs the store took from a run folder and holds as queued or running."""
+    return [r[0] for r in con.execute(
+        "SELECT run_id FROM runs WHERE status NOT IN ('succeeded', 'failed', 'cancelled') AND run_dir IS NOT NULL "
+        "ORDER BY run_id").fetchall()]
+
+
+def last_stored_step(con: Con, run_id: str) -> int:
+    """The highest step of a run the store holds (0 without any)."""
+    return int(con.execute("SELECT coalesce(max(step), 0) FROM steps WHERE run_id = ?", [run_id]).fetchone()[0])
+
+
+def fail_lost_run(con: Con, run_id: str, error: str, ended_at: datetime) -> None:
+    """End a run whose files went away under it (its rows stay): `failed`, with why."""
+    con.execute(
+        "UPDATE runs SET status = 'failed', error = ?, ended_at = ? "
+        "WHERE run_id = ? AND status NOT IN ('succeeded', 'failed', 'cancelled')",
+        [error, ended_at, run_id],
+    )
+
+
 def aggregate_step_components(cur: Con, relation: str = "chunk_rows") -> None:
     """Add the per-step sums and counts of every reward component of the trajectories registered
     as `relation` (ingest registers each batch as `chunk_rows`; the name is ours, never input)."""
