@@ -191,6 +191,30 @@ def table(df, key: str, name: str, **dataframe_kwargs):
     return event
 
 
+def selection_key(name: str, ids: list[str]) -> str:
+    """The key of a selectable table whose rows are the things `ids` names, in order. A selection
+    is row numbers of the table as it was drawn; when the table changed since (a run started, a
+    filter changed), those numbers point at other things, so the table gets a new key: the
+    selection, and with it anything confirmed for it, starts again (and the page says so)."""
+    version = st.session_state.setdefault(f"_{name}-version", 0)
+    drawn = st.session_state.get(f"_{name}-drawn")  # the ids, in the order the user saw them
+    rows = (st.session_state.get(f"{name}-{version}") or {}).get("selection", {}).get("rows", [])
+    if rows and drawn is not None and drawn != ids:
+        version = st.session_state[f"_{name}-version"] = version + 1
+        st.info("The table changed since you selected rows (a row was added, or a filter changed): select again.",
+                icon=":material/refresh:")
+    st.session_state[f"_{name}-drawn"] = list(ids)
+    return f"{name}-{version}"
+
+
+def bound_key(action: str, ids: list[str]) -> str:
+    """A widget key naming the exact things an action is for: a tick given for one set of runs is
+    never the tick of another set (that is another, unticked box)."""
+    import hashlib
+
+    return f"{action}-{hashlib.sha1(chr(0).join(sorted(ids)).encode()).hexdigest()[:16]}"
+
+
 def reviewer_name() -> str:
     """The person making decisions in this browser session, asked once in the sidebar."""
     import getpass

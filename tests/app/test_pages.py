@@ -321,3 +321,34 @@ def test_a_full_disk_is_said_as_such_on_the_pages_and_they_recover_once_space_is
 
         st.cache_resource.clear()
         subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def test_delete_is_bound_to_the_runs_selected_never_to_a_row_of_a_table_that_changed(trained_runs_dir):
+    """Issue 22, finding 6: a run started meanwhile shifts the table; the tick must not carry over
+    to whatever run now sits in the selected row. Delete removes the run selected, or nothing."""
+    from conftest import _train
+    from helpers import wait_for
+
+    from agentrl.store import queries
+
+    at = app("app.py").run()
+    no_errors(at)
+    guarded, outcome = at.dataframe[0].value["run_id"]  # newest first: the guarded run is the top row
+    at.session_state[at.dataframe[0].key] = {"selection": {"rows": [0], "columns": []}}  # a click on the top row
+    at.run()
+    (tick,) = [c for c in at.checkbox if c.label.startswith("Yes, delete")]
+    assert tick.label == f"Yes, delete {guarded}"
+    tick.check().run()
+    assert [b for b in at.button if b.label == "Delete" and not b.disabled]
+
+    newer = _train(trained_runs_dir, "refund-outcome")  # a run started meanwhile: the new top row
+    assert wait_for(lambda: newer in set(queries.list_runs(store(trained_runs_dir))["run_id"]), timeout=30)
+    at.run()
+    assert list(at.dataframe[0].value["run_id"]) == [newer, guarded, outcome]
+    for button in [b for b in at.button if b.label == "Delete" and not b.disabled]:
+        button.click().run()
+    left = set(queries.list_runs(store(trained_runs_dir))["run_id"])
+    assert {newer, outcome} <= left  # never a run other than the one selected
+    if guarded in left:  # refused: the selection starts again, asking for a new tick
+        assert any("select again" in i.value for i in at.info)
+        assert not [c for c in at.checkbox if c.label.startswith("Yes, delete") and c.value]
