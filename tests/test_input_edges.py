@@ -154,3 +154,10 @@ def test_an_argument_argparse_refuses_is_one_line(tmp_path):
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith("python -m agentrl review show: error: the following arguments are required: run_id")
+
+
+def test_a_path_the_file_system_refuses_is_one_line(tmp_path):
+    """`bench --work-dir` under a file: the OSError is one line, as every other refusal."""
+    (tmp_path / "a-file").write_text("")
+    one_error_line(agentrl("bench", "--quick", "--work-dir", tmp_path / "a-file" / "x", "--out", tmp_path / "out"),
+                   "Not a directory", str(tmp_path / "a-file" / "x"))

@@ -62,8 +62,19 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE_EXIT
+    except OSError as error:  # the file system refused a path the user gave (a file for a folder, a full disk)
+        print(f"error: {one_line(_os_error_line(error))}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _os_error_line(error: OSError) -> str:
+    from agentrl.store.db import is_full_disk
+
+    where = f": {error.filename}" if error.filename else ""
+    text = f"{error.strerror or error}{where}"
+    return f"the disk is full ({text}); free some space and run the command again" if is_full_disk(error) else text
 
 
 def _quiet_stdout() -> None:
