@@ -26,8 +26,18 @@ from agentrl.launcher import Launcher
 from agentrl.ray_backend import BackendError
 from agentrl.record.rundir import RunsDirError, default_runs_dir, ensure_writable
 from agentrl.store import queries
-from agentrl.store.db import (StoreError, damaged, full_disk, hold_runs_dir, is_damage, is_full_disk, is_invalidated,
-                              release_runs_dir, store_error)
+from agentrl.store.db import (
+    StoreError,
+    damaged,
+    full_disk,
+    full_disk_first,
+    hold_runs_dir,
+    is_damage,
+    is_full_disk,
+    is_invalidated,
+    release_runs_dir,
+    store_error,
+)
 from agentrl.store.ingest import BackgroundIngest, Ingestor, connect
 from agentrl.store.maintenance import Maintenance
 from agentrl.store.watch import CommitWatch
@@ -170,7 +180,8 @@ def shown_errors(what: str):
         yield
     except Exception as error:  # the user sees what failed, never a stack trace
         if is_full_disk(error):  # not damage: nothing is lost, and the page recovers once there is room
-            error = full_disk(default_runs_dir().resolve() / "agentrl.duckdb")
+            error = (full_disk(default_runs_dir().resolve() / "agentrl.duckdb") if isinstance(error, duckdb.Error)
+                     else StoreError(full_disk_first(" ".join(str(error).split()))))
         elif is_damage(error):  # a damaged block found by this query: say how to rebuild, not DuckDB's words
             error = damaged(default_runs_dir().resolve() / "agentrl.duckdb", error)
         st.error(f"Could not {what}: {error}" if isinstance(error, StoreError) else

@@ -49,7 +49,7 @@ def one_line(message: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from agentrl.store.db import StoreError
+    from agentrl.store.db import StoreError, full_disk_first
     from agentrl.store.decisions import DecisionLogError
 
     try:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
         return code
     except (ConfigError, RunsDirError, StoreError, DecisionLogError, UsageError) as error:
-        print(f"error: {one_line(str(error))}", file=sys.stderr)
+        print(f"error: {one_line(full_disk_first(str(error)))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         _quiet_stdout()

@@ -77,6 +77,13 @@ def is_full_disk(error: BaseException) -> bool:
     return any(marker in text for marker in _FULL_DISK_MARKERS)
 
 
+def full_disk_first(message: str) -> str:
+    """A refusal whose cause is a full disk says so first, whichever module wrote the message."""
+    if is_full_disk(Exception(message)) and not message.startswith("the disk is full"):
+        return f"the disk is full: {message}"
+    return message
+
+
 def is_invalidated(error: BaseException) -> bool:
     """Whether DuckDB gave up on the open database after a fatal error (a checkpoint on a full
     disk): every query fails until each connection to it is closed and the file opened again."""

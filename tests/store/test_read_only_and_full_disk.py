@@ -181,3 +181,20 @@ def test_rebuild_on_a_disk_too_small_for_the_copy_fails_in_one_line_and_removes_
         assert "ok: " in ok(agentrl("check", "--runs-dir", runs_dir)).stdout  # the old store is as it was
         filler.unlink()
         assert "rebuilt " in ok(agentrl("rebuild", "--runs-dir", runs_dir)).stdout
+
+
+def test_a_decision_or_an_export_on_a_full_disk_says_the_disk_is_full(tmp_path):
+    disk = tmp_path / "disk"
+    with small_disk(disk, 20480) as real:
+        if not real:
+            pytest.skip("a full disk needs a tmpfs (root)")
+        runs_dir = _trained_on(disk)
+        ok(agentrl("ingest", "--runs-dir", runs_dir))
+        (run,) = list_run_dirs(runs_dir)
+        fill_disk(disk)
+        for command in (["review", "approve", run.run_id, "30/0"], ["export", run.run_id, "--out", disk / "out"],
+                        ["promote", run.run_id, "--override", "a test"]):
+            result = agentrl(*command, "--runs-dir", runs_dir)
+            assert result.returncode == 2, result.stderr
+            (line,) = result.stderr.splitlines()
+            assert line.startswith("error: the disk is full"), line
