@@ -198,3 +198,27 @@ def test_a_decision_or_an_export_on_a_full_disk_says_the_disk_is_full(tmp_path):
             assert result.returncode == 2, result.stderr
             (line,) = result.stderr.splitlines()
             assert line.startswith("error: the disk is full"), line
+
+
+def test_trains_final_ingest_on_a_full_disk_leaves_no_broken_store_and_says_the_disk_is_full(tmp_path):
+    """The run's folder fits, the store does not: before, `train` left a 0-byte or 4 KiB
+    `agentrl.duckdb` that every later command called damaged. The chunks go to another disk
+    (`--chunks-url`), so the store is the one thing that finds the disk full."""
+    disk = tmp_path / "disk"
+    with small_disk(disk, 1024) as real:
+        if not real:
+            pytest.skip("a full disk needs a tmpfs (root)")
+        runs_dir = disk / "runs"
+        runs_dir.mkdir()
+        filler = fill_disk(disk)
+        with open(filler, "r+b") as handle:  # room for run.json, status.json and the policy, not for a store
+            handle.truncate(filler.stat().st_size - 24 * 1024)
+        result = agentrl("train", "--preset", "refund-outcome", "--runs-dir", runs_dir, "--chunks-url", tmp_path / "chunks",
+                         "--quiet")
+        assert result.returncode == 0, result.stderr
+        last = result.stdout.strip().splitlines()[-1]
+        assert "succeeded; not ingested now: the disk is full: " in last and "damaged" not in last
+        assert not (runs_dir / DB_FILENAME).exists()
+        filler.unlink()
+        assert "ingested" in ok(agentrl("ingest", "--runs-dir", runs_dir)).stdout
+        assert "ok: " in ok(agentrl("check", "--runs-dir", runs_dir)).stdout
