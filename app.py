@@ -47,8 +47,9 @@ def runs_overview() -> None:
                                           lambda r=r: store_onset(ui.cursor(), r.run_id)) for r in shown.itertuples()}
         table = runs_view.runs_table(shown, onsets)
         styled = table.style.apply(lambda column: [f"color: {colors[r]}" for r in table["run_id"]], subset=["run"])
+        ids = table["run_id"].tolist()
         event = st.dataframe(
-            styled, hide_index=True, key="runs", on_select="rerun", selection_mode="multi-row",
+            styled, hide_index=True, key=ui.selection_key("runs", ids), on_select="rerun", selection_mode="multi-row",
             column_config={
                 "run": st.column_config.TextColumn("", width=28, help="The run's colour on every chart."),
                 "final success": st.column_config.NumberColumn(format="percent", help="Sampled success rate of the last step."),
@@ -64,7 +65,7 @@ def runs_overview() -> None:
             },
         )
     st.caption(f"{len(shown)} of {len(runs)} runs shown. Select rows to compare, tag, archive or delete them.")
-    selected = [table["run_id"][i] for i in event.selection.rows if i < len(table)]
+    selected = [ids[i] for i in event.selection.rows if i < len(ids)]
     if selected:
         with ui.shown_errors("change the selected runs"):
             selected_runs(runs, selected)
@@ -91,9 +92,11 @@ def selected_runs(runs, selected: list[str]) -> None:
     with st.expander(f"Delete {len(selected)} run(s)"):
         st.caption("Deletes each run's folder (chunks, log, policy) and every row it recorded. Reviews, "
                    "fixtures and promotions about it stay in the decisions log. A running run cannot be deleted.")
-        sure = st.checkbox(f"Yes, delete {ui.plain(', '.join(selected))}", key="confirm-delete")
+        # The tick and the button are bound to these run ids (never to rows of the table).
+        sure = st.checkbox(f"Yes, delete {ui.plain(', '.join(selected))}", key=ui.bound_key("confirm-delete", selected))
         may_act = ui.may_act()  # the browser holds the dashboard's key (ui.guard)
-        if st.button("Delete", type="primary", disabled=not (sure and may_act), icon=":material/delete:", key="delete",
+        if st.button("Delete", type="primary", disabled=not (sure and may_act), icon=":material/delete:",
+                     key=ui.bound_key("delete", selected),
                      help=None if may_act else ui.VIEW_ONLY) and ui.allowed("delete runs"):
             try:
                 for run_id in selected:

@@ -148,10 +148,12 @@ if explore.open:
             if found.empty:
                 st.info("No trajectory matches these filters.")
             else:
-                event = ui.table(review.trajectory_table(found), key=f"found-{run_id}", name=f"{run_id}-trajectories",
-                                 on_select="rerun", selection_mode="single-row",
-                                 column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
                 keys = [transcript.key(r.step, r.traj_idx) for r in found.itertuples()]
+                # A picked row is resolved against the table as the user saw it: one that changed since
+                # (new trajectories of a live run) starts the selection again, never opens another row.
+                event = ui.table(review.trajectory_table(found), key=ui.selection_key(f"found-{run_id}", keys),
+                                 name=f"{run_id}-trajectories", on_select="rerun", selection_mode="single-row",
+                                 column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
                 descriptions = {k: f"step {r.step} · #{r.traj_idx} · {r.task_id} · reward {r.reward:.3f} · {r.verdict}"
                                 for k, r in zip(keys, found.itertuples())}
                 rows = event.selection.rows if event is not None and hasattr(event, "selection") else []

@@ -47,3 +47,16 @@ def store_rows(runs_dir, sql: str, params=()) -> list[tuple]:
         return con.execute(sql, list(params)).fetchall()
     finally:
         con.close()
+
+
+def fill_disk(folder) -> "Path":
+    """A file in `folder` that takes every free byte of its file system (a full disk); delete it to free the space."""
+    filler = Path(folder) / "filler"
+    with open(filler, "wb", buffering=0) as handle:
+        for size in (65536, 4096, 512, 1):  # down to the last partial block
+            try:
+                while handle.write(b"\0" * size):
+                    pass
+            except OSError:
+                pass
+    return filler

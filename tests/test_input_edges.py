@@ -103,3 +103,61 @@ def test_a_config_at_the_edges_of_what_validates_trains_and_lands_in_the_store(t
         assert queries.trajectory_count(con, run.run_id) == 2 * 2 * 2
     finally:
         con.close()
+
+
+# --- issue 22, finding 6: each of these inputs ended in a traceback ---------------------------------
+
+
+def one_error_line(result, *expected: str) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: ") and all(text in line for text in expected), line
+    return line
+
+
+@pytest.mark.parametrize("key", ["²/1", "1/²", "١/2", "99999999999999999999/1", "1/2/3", "a/1", " 1/2"])
+def test_review_show_of_a_key_that_is_not_two_ascii_numbers_is_one_line(trained_pair, key):
+    runs_dir, ids = trained_pair
+    one_error_line(agentrl("review", "show", ids["outcome"], key, "--runs-dir", runs_dir), f"trajectory {key!r}: give STEP/IDX")
+
+
+@pytest.mark.parametrize("command", ["ingest", "check", "rebuild"])
+def test_a_directory_named_like_the_store_is_one_line_and_left_alone(trained_pair, command):
+    runs_dir, _ = trained_pair
+    store = runs_dir / "agentrl.duckdb"
+    store.unlink()
+    (store / "mine").mkdir(parents=True)
+    one_error_line(agentrl(command, "--runs-dir", runs_dir), f"{store} is a directory, not the store")
+    assert (store / "mine").is_dir()
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(trained_pair):
+    """`gate RUN | head`: the reader closes the pipe; the command ends with SIGPIPE's status and no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import REPO_ROOT
+
+    runs_dir, ids = trained_pair
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes a byte
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-m", "agentrl", "gate", ids["outcome"], "--runs-dir", str(runs_dir)],
+                            cwd=REPO_ROOT, env=env, stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(write)
+    assert (result.returncode, result.stderr) == (141, "")
+
+
+def test_an_argument_argparse_refuses_is_one_line(tmp_path):
+    result = agentrl("review", "show", "--runs-dir", tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("python -m agentrl review show: error: the following arguments are required: run_id")
+
+
+def test_a_path_the_file_system_refuses_is_one_line(tmp_path):
+    """`bench --work-dir` under a file: the OSError is one line, as every other refusal."""
+    (tmp_path / "a-file").write_text("")
+    one_error_line(agentrl("bench", "--quick", "--work-dir", tmp_path / "a-file" / "x", "--out", tmp_path / "out"),
+                   "Not a directory", str(tmp_path / "a-file" / "x"))

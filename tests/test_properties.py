@@ -3,8 +3,10 @@ answer is a clean one-line error or a valid run, never a traceback or a stray fi
 
 Configs: any values are a one-line ConfigError or a config every row of which the record and the
 store can hold. Run files: any bytes in run.json or status.json cost that run only, in `runs`,
-reconcile and ingest. CLI arguments: `budget`, `export`, `ingest`, `check` and `runs` in process;
-`train` through the real CLI in a subprocess (slow), where a valid config must also run.
+reconcile and ingest. CLI arguments: `budget`, `export`, `ingest`, `check` and `runs` in process, then every
+subcommand's arguments generated from the parser itself (issue 22); `train` through the real CLI
+in a subprocess (slow), where a valid config must also run. Trackio files with rows of any step
+and metrics are an import of the valid rows or one line.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ FILE_CONTENT = st.binary(max_size=48) | VALUES.map(lambda v: json.dumps(v, allow
 ).map(lambda v: json.dumps(v, allow_nan=True).encode())
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow  # each example creates a store: about half a second
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(["run.json", "status.json", "launch.json"]), content=FILE_CONTENT)
 def test_any_bytes_in_a_run_file_cost_that_run_only(name, content):
     with tempfile.TemporaryDirectory() as tmp:
@@ -220,3 +223,162 @@ def test_a_row_the_store_cannot_hold_is_still_refused_where_it_is_made():
     with pytest.raises(RecordError):
         TrajectoryRecord(step=1, traj_idx=0, task_id="a", reward=0.0, amount=2**31)
     assert pa.int32().bit_width == 32
+
+
+# --- every subcommand's arguments (issue 22, finding 6) ----------------------------------------------
+
+# Commands that start training, a process or a long job for a valid input: `train` has its own
+# property above, `budget` too; `export-schema` rewrites the repository's schemas/.
+NOT_GENERATED = {"train", "launch", "bench", "build-tiny-model", "budget", "export-schema"}
+
+
+def leaf_parsers() -> dict[str, "argparse.ArgumentParser"]:
+    """Every subcommand of the CLI's parser ('review show', 'gate', ...) by its words."""
+    import argparse
+
+    from agentrl.cli import parser
+
+    found = {}
+
+    def walk(node, words):
+        subs = [a for a in node._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            found[" ".join(words)] = node
+            return
+        for name, child in subs[0].choices.items():
+            walk(child, [*words, name])
+
+    walk(parser(), [])
+    return {words: node for words, node in found.items() if words.split()[0] not in NOT_GENERATED}
+
+
+LEAVES = leaf_parsers()
+
+
+def _value(dest: str, runs_dir: Path, ids: list[str], scratch: Path):
+    """Values for an argument named `dest`: the real things (a run id, the runs directory) often,
+    odd text always possible."""
+    real = {
+        "run_id": st.sampled_from(ids), "run_ids": st.sampled_from(ids), "trajectory": st.sampled_from(["1/0", "30/8", "²/1", "0/99"]),
+        "runs_dir": st.sampled_from([str(runs_dir)] * 6 + [str(scratch / "missing"), str(scratch / "a-file"), str(runs_dir / "agentrl.duckdb")]),
+        "out": st.sampled_from([str(scratch / "out"), str(scratch / "a-file"), "/dev/null", str(scratch / "a-file" / "x")]),
+        "project_db": st.sampled_from([str(scratch / "a-file"), str(runs_dir / "agentrl.duckdb"), str(runs_dir)]),
+        "format": st.sampled_from(["parquet", "csv"]),
+        "verdict": st.sampled_from(["unreviewed", "approve", "reject"]),
+        "violation": st.sampled_from(["yes", "no"]),
+        "interval": st.sampled_from(["0.01", "0", "-1", "nan"]),
+        "timeout": st.sampled_from(["0", "1", "nan", "-1"]),
+        "top_k": st.sampled_from(["1", "3", "10"]), "last_steps": st.sampled_from(["1", "3"]),
+        "last": st.sampled_from(["1", "3", "30", "99999999999"]), "top": st.sampled_from(["1", "10"]),
+        "min_success": st.sampled_from(["0", "0.5", "1"]),
+        "note": st.sampled_from(["why", ""]), "reason": st.sampled_from(["why", ""]), "override": st.sampled_from(["why", ""]),
+    }.get(dest)
+    if dest in ("runs_dir", "out"):  # odd paths, always under the scratch folder (never /, .. or the repository)
+        odd = ARG.map(lambda text: str(scratch / "odd" / text.replace("/", "_").replace("..", "_")))
+    else:
+        odd = ARG
+    # The real things three times in four: a command that gets past its arguments does its work.
+    return odd if real is None else st.one_of(real, real, real, odd)
+
+
+@st.composite
+def command_lines(draw, runs_dir: Path, ids: list[str], scratch: Path) -> list[str]:
+    import argparse
+
+    words = draw(st.sampled_from(sorted(LEAVES)))
+    argv = words.split()
+    for action in LEAVES[words]._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if not action.option_strings:  # a positional: nearly always given
+            count = draw(st.integers(0, 2)) if action.nargs == "*" else draw(st.sampled_from([1] * 9 + [0]))
+            values = [draw(_value(action.dest, runs_dir, ids, scratch)) for _ in range(count)]
+            argv += values
+        elif action.dest == "runs_dir" or draw(st.integers(0, 2)) == 0:  # never the repository's own runs/
+            flag = action.option_strings[0]
+            if action.nargs == 0:
+                argv.append(flag)
+            else:
+                argv.append(f"{flag}={draw(_value(action.dest, runs_dir, ids, scratch))}")
+    if words == "watch":
+        argv.append("--timeout=2")  # a run that never ends is watched no longer than this
+    return argv
+
+
+def one_answer(out: str, err: str, code: int) -> None:
+    """Exit 0..3 (gate's 1 for a failing gate, watch's 3 at an onset), at most one line on stderr, no traceback."""
+    assert "Traceback" not in err, err
+    assert code in (0, 1, 2, 3), (code, err)
+    assert len(err.strip().splitlines()) <= 1, err
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_arguments_of_any_command_are_an_answer_or_one_line(trained_pair, tmp_path, monkeypatch, data):
+    from agentrl.record.rundir import RUNS_DIR_ENV
+
+    runs_dir, ids = trained_pair
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(exist_ok=True)
+    (scratch / "a-file").write_text("")
+    monkeypatch.chdir(scratch)  # a relative path lands here
+    monkeypatch.setenv(RUNS_DIR_ENV, str(scratch / "default-runs"))
+    argv = data.draw(command_lines(runs_dir, list(ids.values()), scratch))
+    out, err, code = run_main(argv)
+    event(f"{argv[0]} exit {code}")
+    one_answer(out, err, code)
+
+
+# --- import-trackio on any Trackio file ----------------------------------------------------------
+
+TRACKIO_VALUE = (SCALARS | st.sampled_from(["NaN", "Infinity", "-Infinity"]) | st.integers(min_value=2**63, max_value=2**70)
+                 | st.fixed_dictionaries({"_type": st.just("trackio.table"),
+                                          "_value": st.lists(st.dictionaries(st.sampled_from(
+                                              ["prompt", "completion", "task_id", "advantage", "reward", "step", "x"]),
+                                              VALUES, max_size=4) | SCALARS, max_size=3)}))
+TRACKIO_METRICS = (st.dictionaries(st.text(max_size=6), TRACKIO_VALUE, max_size=4).map(lambda d: json.dumps(d, allow_nan=True))
+                   | st.binary(max_size=24) | st.text(max_size=12) | VALUES.map(json.dumps))
+TRACKIO_STEP = (st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats() | st.text(max_size=4)
+                | st.binary(max_size=4) | st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**40]))
+TRACKIO_ROW = st.tuples(st.sampled_from(["a", "b", "", "ü"]) | st.none(), TRACKIO_STEP, st.none() | TRACKIO_METRICS)
+
+
+def _trackio_file(path: Path, rows, configs) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp TEXT, run_name TEXT, step INTEGER, "
+                "metrics TEXT)")
+    con.execute("CREATE TABLE configs (id INTEGER PRIMARY KEY AUTOINCREMENT, run_name TEXT, config TEXT, created_at TEXT)")
+    con.executemany("INSERT INTO metrics (timestamp, run_name, step, metrics) VALUES ('2025-01-01T00:00:00', ?, ?, ?)", rows)
+    con.executemany("INSERT INTO configs (run_name, config, created_at) VALUES (?, ?, 'x')", configs)
+    con.commit()
+    con.close()
+
+
+@pytest.mark.slow  # each example creates a store: about half a second
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(TRACKIO_ROW, max_size=6),
+       configs=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.none() | TRACKIO_METRICS), max_size=2))
+def test_any_trackio_file_is_an_import_or_one_line(rows, configs):
+    """Steps of any value, metrics of any type or bytes: the valid rows are imported and the rest
+    counted, or the answer is one line; never a traceback, never a run half imported."""
+    with tempfile.TemporaryDirectory() as tmp:
+        project, runs_dir = Path(tmp) / "odd.db", Path(tmp) / "runs"
+        _trackio_file(project, rows, configs)
+        out, err, code = run_main(["import-trackio", str(project), "--runs-dir", str(runs_dir)])
+        event(f"exit {code}")
+        one_answer(out, err, code)
+        assert code in (0, 2), (code, err)
+        if code == 2:
+            assert err.startswith("error: "), err
+        imported = [line.split(" -> ")[-1] for line in out.splitlines() if line.startswith("imported ")]
+        on_disk = sorted(r.run_id for r in list_run_dirs(runs_dir)) if runs_dir.exists() else []
+        assert sorted(imported) == on_disk  # a run the record refused was removed again
+        if imported:
+            con = connect(runs_dir, read_only=True)
+            try:
+                stored = {r[0]: r[1] for r in con.execute("SELECT run_id, status FROM runs").fetchall()}
+            finally:
+                con.close()
+            assert stored == {run_id: "succeeded" for run_id in imported}

@@ -27,7 +27,18 @@ from agentrl.launcher import Launcher
 from agentrl.ray_backend import BackendError
 from agentrl.record.rundir import RunsDirError, default_runs_dir, ensure_writable
 from agentrl.store import queries
-from agentrl.store.db import StoreError, damaged, hold_runs_dir, is_damage, release_runs_dir
+from agentrl.store.db import (
+    StoreError,
+    damaged,
+    full_disk,
+    full_disk_first,
+    hold_runs_dir,
+    is_damage,
+    is_full_disk,
+    is_invalidated,
+    release_runs_dir,
+    store_error,
+)
 from agentrl.store.ingest import BackgroundIngest, Ingestor, connect
 from agentrl.store.maintenance import Maintenance
 from agentrl.store.watch import CommitWatch
@@ -50,6 +61,18 @@ class Services:
     loop: BackgroundIngest
     cpu: CpuMeter
     maintenance: Maintenance | None = None
+
+    def invalidated(self) -> bool:
+        """Whether DuckDB gave up on the store (a checkpoint that found the disk full): every query
+        fails until the store is opened again. Asked only while a thread reports an error."""
+        if not (self.loop.last_error or (self.maintenance is not None and self.maintenance.last_error)):
+            return False
+        try:
+            with self.con.cursor() as probe:
+                probe.execute("SELECT 1")
+        except duckdb.Error as error:
+            return is_invalidated(error) or isinstance(error, duckdb.ConnectionException)
+        return False
 
     def shutdown(self) -> None:
         """Stop the threads, close the store and let go of the runs directory (at exit, or when
@@ -84,9 +107,12 @@ def _services(runs_dir: str) -> Services:
 
     def tick() -> None:
         cpu.sample()
-        launcher.reconcile()
-        ingestor.ingest()
-        queries.assign_run_colors(con)  # a run's colour is fixed the first time it is seen
+        try:
+            launcher.reconcile()
+            ingestor.ingest()
+            queries.assign_run_colors(con)  # a run's colour is fixed the first time it is seen
+        except duckdb.Error as error:  # one line: "the disk is full", "damaged, rebuild", ...
+            raise store_error(path, error) from None
 
     # In a thread of its own: checkpoints between ingest transactions (never inside one), and
     # each finished run's commits compacted into one. Made before the ingest thread starts: it
@@ -102,7 +128,15 @@ def _services(runs_dir: str) -> Services:
 
 
 def services() -> Services:
-    return _services(str(default_runs_dir().resolve()))
+    """The dashboard's services; opened again when DuckDB gave up on the store after a full disk
+    (nothing is lost: the committed transactions are in its log, the chunks on disk), so the pages
+    recover by themselves once there is room, without a restart."""
+    key = str(default_runs_dir().resolve())
+    svc = _services(key)
+    if svc.invalidated():
+        _services.clear()  # on_release shuts the old services down: every connection to the file closed
+        svc = _services(key)
+    return svc
 
 
 def cursor() -> duckdb.DuckDBPyConnection:
@@ -158,8 +192,11 @@ def shown_errors(what: str):
     try:
         yield
     except Exception as error:  # the user sees what failed, never a stack trace
-        if is_damage(error):  # a damaged block found by this query: say how to rebuild, not DuckDB's words
-            error = damaged(services().runs_dir / "agentrl.duckdb", error)
+        if is_full_disk(error):  # not damage: nothing is lost, and the page recovers once there is room
+            error = (full_disk(default_runs_dir().resolve() / "agentrl.duckdb") if isinstance(error, duckdb.Error)
+                     else StoreError(full_disk_first(" ".join(str(error).split()))))
+        elif is_damage(error):  # a damaged block found by this query: say how to rebuild, not DuckDB's words
+            error = damaged(default_runs_dir().resolve() / "agentrl.duckdb", error)
         st.error(f"Could not {what}: {plain(error)}" if isinstance(error, StoreError) else
                  f"Could not {what}: {type(error).__name__}: {plain(error)}")
 
@@ -213,6 +250,30 @@ def table(df, key: str, name: str, **dataframe_kwargs):
         row.download_button("Parquet", frame_to_bytes(df, "parquet"), file_name=f"{name}.parquet",
                               mime="application/octet-stream", key=f"{key}-parquet", icon=":material/download:", width="content")
     return event
+
+
+def selection_key(name: str, ids: list[str]) -> str:
+    """The key of a selectable table whose rows are the things `ids` names, in order. A selection
+    is row numbers of the table as it was drawn; when the table changed since (a run started, a
+    filter changed), those numbers point at other things, so the table gets a new key: the
+    selection, and with it anything confirmed for it, starts again (and the page says so)."""
+    version = st.session_state.setdefault(f"_{name}-version", 0)
+    drawn = st.session_state.get(f"_{name}-drawn")  # the ids, in the order the user saw them
+    rows = (st.session_state.get(f"{name}-{version}") or {}).get("selection", {}).get("rows", [])
+    if rows and drawn is not None and drawn != ids:
+        version = st.session_state[f"_{name}-version"] = version + 1
+        st.info("The table changed since you selected rows (a row was added, or a filter changed): select again.",
+                icon=":material/refresh:")
+    st.session_state[f"_{name}-drawn"] = list(ids)
+    return f"{name}-{version}"
+
+
+def bound_key(action: str, ids: list[str]) -> str:
+    """A widget key naming the exact things an action is for: a tick given for one set of runs is
+    never the tick of another set (that is another, unticked box)."""
+    import hashlib
+
+    return f"{action}-{hashlib.sha1(chr(0).join(sorted(ids)).encode()).hexdigest()[:16]}"
 
 
 def reviewer_name() -> str:

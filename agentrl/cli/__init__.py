@@ -1,14 +1,16 @@
 """The command line: `python -m agentrl COMMAND`. Each command module registers its subcommands.
 
 Every error a user can cause (unknown preset, invalid values, unreadable config, unwritable runs
-directory, a held or damaged database) ends as one line on stderr and exit status 2, before
-anything is written. A command module adds itself to `COMMAND_MODULES`; its `register(sub)` adds parsers
+directory, a held, damaged or full store, an argument argparse refuses) ends as one line on stderr
+and exit status 2, before anything is written. A reader that stops early (`gate RUN | head`) ends
+the command quietly with status 141, as a shell reports SIGPIPE. A command module adds itself to `COMMAND_MODULES`; its `register(sub)` adds parsers
 whose `func` default is the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from agentrl.cli import (bench_commands, import_commands, launch_commands, lm_commands, monitor_commands, review_commands,
@@ -21,8 +23,18 @@ COMMAND_MODULES = (run_commands, launch_commands, store_commands, review_command
                    bench_commands)
 
 
+BROKEN_PIPE_EXIT = 128 + 13  # what a shell reports for a command ended by SIGPIPE
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a refused argument said in one line (argparse prints the usage first)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m agentrl", description="Train and inspect agent-RL runs.")
+    top = OneLineParser(prog="python -m agentrl", description="Train and inspect agent-RL runs.")
     sub = top.add_subparsers(dest="command", required=True)
     for module in COMMAND_MODULES:
         module.register(sub)
@@ -37,13 +49,40 @@ def one_line(message: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from agentrl.store.db import StoreError
+    from agentrl.store.db import StoreError, full_disk_first
     from agentrl.store.decisions import DecisionLogError
 
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+        return code
     except (ConfigError, RunsDirError, StoreError, DecisionLogError, UsageError) as error:
-        print(f"error: {one_line(str(error))}", file=sys.stderr)
+        print(f"error: {one_line(full_disk_first(str(error)))}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE_EXIT
+    except OSError as error:  # the file system refused a path the user gave (a file for a folder, a full disk)
+        print(f"error: {one_line(_os_error_line(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _os_error_line(error: OSError) -> str:
+    from agentrl.store.db import is_full_disk
+
+    where = f": {error.filename}" if error.filename else ""
+    text = f"{error.strerror or error}{where}"
+    return f"the disk is full ({text}); free some space and run the command again" if is_full_disk(error) else text
+
+
+def _quiet_stdout() -> None:
+    """The reader went away: point stdout at /dev/null, so the interpreter's own flush at exit
+    finds nothing to complain about (Python's documented pattern for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured in a test): nothing to flush
+        pass

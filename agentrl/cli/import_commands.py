@@ -30,11 +30,18 @@ def cmd_import_trackio(args: argparse.Namespace) -> int:
         print(f"skipped {name}: already imported as {run_id}")
     if report.skipped_values:
         print(f"left out {report.skipped_values} values that are neither numbers nor tables (media, histograms)")
-    if not report.imported and not report.already:
+    if report.bad_rows:
+        print(f"left out {report.bad_rows} rows whose step is not a whole number from 0 to 2147483647 or whose "
+              "metrics are not JSON text")
+    if not report.imported and not report.already and not report.refused:
         print("the project has no runs")
     try:
         ingested = ingest_once(runs_dir, wait_s=0.0)
         print(f"ingested {ingested.rows} rows from {ingested.files} chunks")
     except StoreLockedError:
         print("the store is open elsewhere (the dashboard ingests the runs itself)")
+    if report.refused:
+        (name, why), more = report.refused[0], len(report.refused) - 1
+        raise UsageError(f"run {name!r} of {args.project_db} was not imported: {why}"
+                         + (f" (and {more} more runs)" if more else "") + "; the project's other runs were")
     return 0

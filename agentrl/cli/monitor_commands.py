@@ -32,7 +32,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     run = RunDir(runs_dir_of(args) / args.run_id)
     if "/" in args.run_id or args.run_id in ("", ".", "..") or not run.meta_path.is_file():
         raise UsageError(f"no run {args.run_id!r} in {runs_dir_of(args)} (see `python -m agentrl runs`)")
-    for reading in watch(run, interval=args.interval, timeout=args.timeout):
+    def unreadable(number: int, why: str) -> None:
+        print(f"watch: commit {number} of {args.run_id} cannot be read ({why}); its rows are left out",
+              file=sys.stderr, flush=True)
+
+    for reading in watch(run, interval=args.interval, timeout=args.timeout, unreadable=unreadable):
         print(f"step {reading.step:>5}  {_format(reading.signals)}", flush=True)
         if reading.onset is not None:
             print(reading.onset.message, flush=True)

@@ -9,6 +9,11 @@ library, read-only (the project file is never changed, and Trackio itself is not
   `report_to="trackio"`) becomes the step's trajectories (`agentrl.integrations.completions`);
   images, histograms and other media are left out and counted.
 
+A row agentrl cannot take is left out and counted, never the file: a step that is not a whole
+number from 0 to 2^31-1 (NULL, 'abc', 2^40), metrics that are not JSON text (bytes that are not
+UTF-8), a value too large for a float. A run whose rows the record still refuses is removed again
+and named, and the project's other runs are imported.
+
 Each Trackio run becomes one agentrl run of kind `script` with a run id made from the project,
 the run's name and its Trackio id, so importing a project again adds only runs not seen before.
 Steps keep their numbers and times. System metrics (machine-wide, not the run's process tree)
@@ -21,6 +26,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,6 +36,7 @@ from typing import Any
 
 from agentrl.integrations.completions import completion_rows, reward_names
 from agentrl.record.api import SCRIPT_KIND
+from agentrl.record.checks import RecordError
 from agentrl.record.run import Run
 from agentrl.record.rundir import create_run_dir, ensure_writable, iso, utc_now
 
@@ -57,13 +64,16 @@ class TrackioRun:
     config: dict[str, Any]
     created_at: datetime | None
     steps: list[TrackioStep]
+    bad_rows: int = 0  # rows left out: a step that is not a whole number in range, or unreadable metrics
 
 
 @dataclass
 class ImportReport:
     imported: list[tuple[str, str, int, int]] = field(default_factory=list)  # (name, run id, steps, completions)
     already: list[tuple[str, str]] = field(default_factory=list)  # (name, run id)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (name, why): runs the record refused, not imported
     skipped_values: int = 0
+    bad_rows: int = 0
 
 
 def read_project(db_path: str | Path) -> list[TrackioRun]:
@@ -97,7 +107,7 @@ def _runs(con: sqlite3.Connection, tables: set[str]) -> Iterator[TrackioRun]:
     if "configs" in tables:
         config_key = "run_id" if "run_id" in _columns(con, "configs") else "run_name"
         for run_key, text, created in con.execute(f"SELECT {config_key}, config, created_at FROM configs"):
-            config = _json(text)
+            config = _json(text) or {}
             configs[run_key] = (config, _timestamp(config.get("_Created")) or _timestamp(created))
     runs: dict[str, TrackioRun] = {}
     query = f"SELECT {key}, run_name, step, timestamp, metrics FROM metrics ORDER BY {key}, step, id"
@@ -106,10 +116,26 @@ def _runs(con: sqlite3.Connection, tables: set[str]) -> Iterator[TrackioRun]:
         if run is None:
             config, created = configs.get(run_key, ({}, None))
             run = runs[run_key] = TrackioRun(str(run_key), str(run_name), config, created, [])
+        step, values = _step(step), _json(payload)
+        if step is None or values is None:
+            run.bad_rows += 1
+            continue
         if not run.steps or run.steps[-1].step != step:
-            run.steps.append(TrackioStep(int(step), _timestamp(timestamp)))
-        _add_values(run.steps[-1], _json(payload))
+            run.steps.append(TrackioStep(step, _timestamp(timestamp)))
+        _add_values(run.steps[-1], values)
     yield from runs.values()
+
+
+MAX_STEP = 2**31 - 1  # the store's step columns are INTEGER
+
+
+def _step(value: Any) -> int | None:
+    """A row's step as agentrl stores it, or None (NULL, text, a fraction, out of range)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STEP:
+        return value
+    return None
 
 
 def _add_values(step: TrackioStep, values: dict[str, Any]) -> None:
@@ -118,20 +144,26 @@ def _add_values(step: TrackioStep, values: dict[str, Any]) -> None:
         if isinstance(value, bool):
             step.skipped += 1
         elif isinstance(value, (int, float)):
-            step.metrics[name] = float(value)
+            try:
+                step.metrics[name] = float(value)
+            except OverflowError:  # an integer past any float
+                step.skipped += 1
         elif isinstance(value, dict) and value.get("_type") == TABLE_TYPE and isinstance(value.get("_value"), list):
             step.tables.append([row for row in value["_value"] if isinstance(row, dict)])
         else:
             step.skipped += 1
 
 
-def _json(value: Any) -> dict[str, Any]:
-    if isinstance(value, (bytes, memoryview)):
-        value = bytes(value).decode("utf-8")
-    try:
-        parsed = json.loads(value) if value else {}
-    except (TypeError, ValueError):
+def _json(value: Any) -> dict[str, Any] | None:
+    """A JSON object stored as text; {} for none, None for what is not JSON text (not UTF-8, not JSON)."""
+    if value is None or value == "" or value == b"":
         return {}
+    try:
+        if isinstance(value, (bytes, memoryview)):
+            value = bytes(value).decode("utf-8")
+        parsed = json.loads(value)
+    except (TypeError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
     return parsed if isinstance(parsed, dict) else {}
 
 
@@ -160,7 +192,13 @@ def import_project(db_path: str | Path, runs_dir: Path) -> ImportReport:
         if (Path(runs_dir) / run_id).exists():
             report.already.append((run.name, run_id))
             continue
-        completions = _import_run(project, run, Path(runs_dir), run_id, str(Path(db_path).resolve()))
+        report.bad_rows += run.bad_rows
+        try:
+            completions = _import_run(project, run, Path(runs_dir), run_id, str(Path(db_path).resolve()))
+        except (RecordError, ValueError, TypeError, OverflowError) as error:  # a value the record cannot hold
+            shutil.rmtree(Path(runs_dir) / run_id, ignore_errors=True)  # no half-imported run left behind
+            report.refused.append((run.name, " ".join(str(error).split())[:300]))
+            continue
         report.imported.append((run.name, run_id, len(run.steps), completions))
         report.skipped_values += sum(s.skipped for s in run.steps)
     return report

@@ -4,13 +4,14 @@ Run folder (commits) -> **watch** -> signals -> onset. It reads the run's commit
 directly (read-only Parquet, never the database, which the dashboard may hold), so it works for
 any run, while it trains or after, with or without a dashboard. It yields each new step's
 signals and stops at the onset (the caller exits 3, so a script or a scheduler can act on it)
-or when the run has ended and every commit is read.
+or when the run has ended and every commit is read. A commit it cannot read (a damaged chunk)
+costs that commit only: it is named once in `unreadable` and the watch goes on.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from agentrl.monitor.onset import DEFAULT_THRESHOLDS, Onset, OnsetDetector
@@ -42,6 +43,7 @@ class ChunkWatcher:
         self._done_steps: list[int] = []
         self._reported = 0  # steps already yielded
         self.recorded_onset: Onset | None = None
+        self.unreadable: list[tuple[int, str]] = []  # (commit number, why): commits left out
 
     def poll(self) -> list[Reading]:
         """Readings of the steps whose `steps` row arrived since the last poll."""
@@ -50,25 +52,12 @@ class ChunkWatcher:
             self._after = commit.number
             if replaced_read:  # a compacted commit of rows already read, one by one
                 continue
-            files = commit.files
-            if "trajectories" in files:
-                for row in commit.read("trajectories", columns=["step", "reward", "violation", "success", "vetoed"]).to_pylist():
-                    self._rollouts.append(Rollout(row["step"], float(row["reward"] or 0.0), bool(row["violation"]),
-                                                  bool(row["success"]), bool(row["vetoed"])))
-            if "action_probs" in files:
-                for row in commit.read("action_probs").to_pylist():
-                    self._dists.setdefault(row["step"], {}).setdefault(row["state"], {})[row["action"]] = row["prob"]
-            if "evals" in files:
-                for row in commit.read("evals").to_pylist():
-                    if row["split"] == "probe":
-                        self._probes.setdefault(row["step"], []).append(bool(row["violation"]))
-            if "events" in files and self.recorded_onset is None:
-                for row in commit.read("events").to_pylist():
-                    if row["kind"] == "onset":
-                        self.recorded_onset = Onset(row["step"], row["signal"], row["value"], row["threshold"], 0)
-                        break
-            if "steps" in files:
-                self._done_steps.extend(commit.read("steps", columns=["step"]).column("step").to_pylist())
+            try:
+                tables = self._read(commit)
+            except Exception as error:  # a damaged chunk: that commit only is left out, and named
+                self.unreadable.append((commit.number, " ".join(f"{type(error).__name__}: {error}".split())[:300]))
+                continue
+            self._take(*tables)
         readings = []
         steps = sorted(set(self._done_steps))
         new = steps[self._reported:]
@@ -86,17 +75,50 @@ class ChunkWatcher:
         self._reported = len(steps)
         return readings
 
+    @staticmethod
+    def _read(commit) -> tuple[list, list, list, list, list]:
+        """A commit's rows the signals need, every file read before any is taken (a damaged file
+        must not leave half a commit behind)."""
+        files = commit.files
+
+        def rows(table: str, columns=None) -> list[dict]:
+            return commit.read(table, columns=columns).to_pylist() if table in files else []
+
+        return (rows("trajectories", ["step", "reward", "violation", "success", "vetoed"]), rows("action_probs"),
+                rows("evals"), rows("events"), rows("steps", ["step"]))
+
+    def _take(self, trajectories, action_probs, evals, events, steps) -> None:
+        for row in trajectories:
+            self._rollouts.append(Rollout(row["step"], float(row["reward"] or 0.0), bool(row["violation"]),
+                                          bool(row["success"]), bool(row["vetoed"])))
+        for row in action_probs:
+            self._dists.setdefault(row["step"], {}).setdefault(row["state"], {})[row["action"]] = row["prob"]
+        for row in evals:
+            if row["split"] == "probe":
+                self._probes.setdefault(row["step"], []).append(bool(row["violation"]))
+        for row in events:
+            if row["kind"] == "onset" and self.recorded_onset is None:
+                self.recorded_onset = Onset(row["step"], row["signal"], row["value"], row["threshold"], 0)
+        self._done_steps.extend(row["step"] for row in steps)
+
     def ended(self) -> bool:
         return (self.run.status() or {}).get("status") in TERMINAL_STATUSES
 
 
-def watch(run: RunDir, interval: float = 1.0, timeout: float | None = None) -> Iterator[Reading]:
-    """Readings as they arrive; stops after the onset, or when the run has ended and all is read."""
+def watch(run: RunDir, interval: float = 1.0, timeout: float | None = None,
+          unreadable: Callable[[int, str], None] | None = None) -> Iterator[Reading]:
+    """Readings as they arrive; stops after the onset, or when the run has ended and all is read.
+    `unreadable(commit number, why)` is told of each commit left out (a damaged chunk)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     watcher = ChunkWatcher(run)
     while True:
         ended = watcher.ended()  # read before the poll: a run writes its last commit before its final status
-        for reading in watcher.poll():
+        readings = watcher.poll()
+        if unreadable is not None:
+            for number, why in watcher.unreadable:
+                unreadable(number, why)
+            watcher.unreadable.clear()
+        for reading in readings:
             yield reading
             if reading.onset is not None:
                 return

@@ -33,12 +33,17 @@ def key(step: int, traj_idx: int) -> str:
     return f"{int(step)}/{int(traj_idx)}"
 
 
+_KEY = re.compile(r"([0-9]{1,19})/([0-9]{1,19})")
+
+
 def parse_key(text: str | None) -> tuple[int, int] | None:
     """(step, traj_idx) from 'STEP/IDX'; None for anything else."""
-    parts = (text or "").split("/")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    # ASCII digits only ('²' passes str.isdigit but not int()), and no more than a BIGINT holds.
+    match = _KEY.fullmatch(text or "")
+    if match is None:
         return None
-    return int(parts[0]), int(parts[1])
+    step, idx = int(match[1]), int(match[2])
+    return (step, idx) if max(step, idx) < 2**63 else None
 
 
 def flags(record: dict) -> list[Flag]:

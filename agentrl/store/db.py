@@ -12,6 +12,7 @@ command that recreates it from the runs' chunks and the decisions log (`StoreDam
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -56,9 +57,42 @@ def damaged(path: Path, reason: object) -> StoreDamagedError:
 
 
 def is_damage(error: BaseException) -> bool:
-    """Whether a DuckDB error says the file itself is damaged."""
+    """Whether a DuckDB error says the file itself is damaged (a full disk is not damage, even when
+    DuckDB invalidated the database after a checkpoint it had no room for)."""
     text = str(error).lower()
-    return isinstance(error, duckdb.Error) and any(marker in text for marker in _DAMAGE_MARKERS)
+    return (isinstance(error, duckdb.Error) and any(marker in text for marker in _DAMAGE_MARKERS)
+            and not is_full_disk(error))
+
+
+# How a write that found no room reads: errno 28 (ENOSPC) or 122 (EDQUOT), in DuckDB's words or Python's.
+_FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_FULL_DISK_MARKERS = tuple(os.strerror(e).lower() for e in _FULL_DISK_ERRNOS)
+
+
+def is_full_disk(error: BaseException) -> bool:
+    """Whether an error is a write that found the disk (or the user's quota) full."""
+    if isinstance(error, OSError) and error.errno in _FULL_DISK_ERRNOS:
+        return True
+    text = str(error).lower()
+    return any(marker in text for marker in _FULL_DISK_MARKERS)
+
+
+def full_disk_first(message: str) -> str:
+    """A refusal whose cause is a full disk says so first, whichever module wrote the message."""
+    if is_full_disk(Exception(message)) and not message.startswith("the disk is full"):
+        return f"the disk is full: {message}"
+    return message
+
+
+def is_invalidated(error: BaseException) -> bool:
+    """Whether DuckDB gave up on the open database after a fatal error (a checkpoint on a full
+    disk): every query fails until each connection to it is closed and the file opened again."""
+    return isinstance(error, duckdb.Error) and "database has been invalidated" in str(error).lower()
+
+
+def full_disk(path: Path) -> StoreFullError:
+    return StoreFullError(f"the disk is full: the store {path} cannot be written (free some space on it); nothing was "
+                          f"lost: the runs' chunks stay on disk and are ingested once there is room")
 
 
 def database_file(con) -> Path | None:
@@ -98,7 +132,11 @@ def migrate(con: duckdb.DuckDBPyConnection) -> None:
 
 
 class StoreWriteError(StoreError):
-    """The store could not be written (a full disk, an I/O error); the chunks wait on disk."""
+    """The store could not be written (an I/O error); the chunks wait on disk."""
+
+
+class StoreFullError(StoreWriteError):
+    """The disk holding the store is full; nothing is lost, the chunks wait on disk."""
 
 
 # DuckDB errors that a chunk's own values cause (its rows are refused, the store is fine).
@@ -114,6 +152,8 @@ def chunk_fault(error: duckdb.Error) -> bool:
 def store_error(runs_dir: Path, error: duckdb.Error) -> StoreError:
     """A DuckDB error of writing the store as one StoreError line (damaged, or cannot be written)."""
     path = Path(runs_dir) / DB_FILENAME
+    if is_full_disk(error):
+        return full_disk(path)
     if is_damage(error):
         return damaged(path, error)
     reason = " ".join(str(error).split())[:300]
@@ -194,6 +234,9 @@ def connect(runs_dir: Path, wait_s: float = 5.0, read_only: bool = False) -> duc
     `read_only` needs no write access to the runs directory and applies no DDL.
     """
     path = Path(runs_dir) / DB_FILENAME
+    if os.path.lexists(path) and not path.is_file():
+        raise not_a_store(path)
+    created = not path.exists()  # a file this call makes and cannot finish is removed again
     deadline = time.monotonic() + wait_s
     while True:
         if runs_dir_held_elsewhere(runs_dir):
@@ -203,10 +246,8 @@ def connect(runs_dir: Path, wait_s: float = 5.0, read_only: bool = False) -> duc
                 con = duckdb.connect(str(path), read_only=read_only)
                 break
             except duckdb.Error as caught:
-                if is_damage(caught):
-                    raise damaged(path, caught) from None
-                if "lock" not in str(caught).lower():
-                    raise
+                if "lock" not in str(caught).lower() or is_full_disk(caught):
+                    raise _opening_error(path, caught, created) from None
                 error = _held_elsewhere(runs_dir)
         if time.monotonic() >= deadline:
             raise error from None
@@ -216,10 +257,33 @@ def connect(runs_dir: Path, wait_s: float = 5.0, read_only: bool = False) -> duc
             apply_schema(con)
         except duckdb.Error as caught:
             con.close()
-            if is_damage(caught):
-                raise damaged(path, caught) from None
-            raise
+            raise _opening_error(path, caught, created) from None
     return con
+
+
+class StoreNotAFileError(StoreError):
+    """Something other than a DuckDB file (a directory) has the store's name."""
+
+
+def not_a_store(path: Path) -> StoreNotAFileError:
+    kind = "a directory" if path.is_dir() else "not a regular file"
+    return StoreNotAFileError(f"{path} is {kind}, not the store; move it elsewhere, then "
+                              f"`python -m agentrl ingest --runs-dir {path.parent}` creates the store from the runs' chunks")
+
+
+def _opening_error(path: Path, error: duckdb.Error, created: bool) -> StoreError:
+    """Why the store could not be opened, as one StoreError line. A file this call created and
+    could not finish (a full disk) is removed: a 0-byte store would read as damaged later."""
+    if created and is_full_disk(error):
+        for leftover in (path, path.with_name(f"{path.name}.wal")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+    if is_full_disk(error):
+        return full_disk(path)
+    if is_damage(error):
+        return damaged(path, error)
+    reason = " ".join(str(error).split())[:300]
+    return StoreError(f"the store {path} cannot be opened ({reason})")
 
 
 @contextlib.contextmanager

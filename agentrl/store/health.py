@@ -22,11 +22,14 @@ from agentrl.record.rundir import DB_FILENAME, ensure_writable, list_run_dirs, u
 from agentrl.store import decisions
 from agentrl.store.db import (
     StoreDamagedError,
+    StoreError,
+    StoreFullError,
     apply_schema,
     connect,
     damaged,
     hold_runs_dir,
     is_damage,
+    is_full_disk,
     release_runs_dir,
 )
 from agentrl.store.ingest import IngestReport, Ingestor
@@ -107,6 +110,17 @@ class RebuildReport:
                 f"{self.ingest.decisions} decisions from the decisions log, {len(self.ingest.skipped)} files skipped{kept}")
 
 
+def _rebuild_failed(path: Path, error: BaseException) -> StoreError:
+    """Why the new copy could not be written, in one line (its partial file is already removed)."""
+    if is_full_disk(error):
+        return StoreFullError(f"the disk is full: rebuilding {path} needs room for a new copy beside it; free some "
+                              f"space and run rebuild again (the old store and the runs' files are untouched)")
+    if isinstance(error, StoreError):
+        return error
+    reason = " ".join(str(error).split())[:300]
+    return StoreError(f"rebuilding {path} failed ({reason}); the old store and the runs' files are untouched")
+
+
 def _side(path: Path) -> Path:
     return path.with_name(f"{path.name}.wal")
 
@@ -123,14 +137,20 @@ def rebuild(runs_dir: Path, log=None) -> RebuildReport:
         fresh = runs_dir / f".{DB_FILENAME}.rebuild-{os.getpid()}"
         for stale in (fresh, _side(fresh)):
             stale.unlink(missing_ok=True)
-        con = duckdb.connect(str(fresh))
         try:
-            apply_schema(con)
-            report = Ingestor(con, runs_dir, log=log).ingest()
-            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
+            con = duckdb.connect(str(fresh))
+            try:
+                apply_schema(con)
+                report = Ingestor(con, runs_dir, log=log).ingest()
+                runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+                con.execute("CHECKPOINT")
+            finally:
+                con.close()
+        except (duckdb.Error, StoreError, OSError) as error:  # the old store and the runs' files are untouched
+            for leftover in (fresh, _side(fresh)):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+            raise _rebuild_failed(path, error) from None
         kept = None
         if path.exists() or _side(path).exists():
             stamp = f"{utc_now():%Y%m%d-%H%M%S}"

@@ -28,9 +28,9 @@ from typing import Callable
 
 import duckdb
 
-from agentrl.record.rundir import RunDir, read_json, utc_now
+from agentrl.record.rundir import DB_FILENAME, RunDir, read_json, utc_now
 from agentrl.store.compact import CompactReport, compact_run
-from agentrl.store.db import database_file
+from agentrl.store.db import database_file, full_disk, is_full_disk
 
 DEFERRED_THRESHOLD = "1GiB"  # DuckDB's own checkpoint only past this: ours come far sooner
 WAL_LIMIT_BYTES = 8 * 2**20  # checkpoint once the log holds this much
@@ -102,7 +102,10 @@ class Maintenance:
                 self.run_once()
                 self.last_error = None
             except Exception as error:  # keep the thread alive; the next round tries again
-                self.last_error = f"{type(error).__name__}: {error}"
+                # A full disk is said as such (DuckDB invalidates the database after a checkpoint
+                # it had no room for; the dashboard opens it again, see ui.services).
+                self.last_error = (str(full_disk(self._file or self.runs_dir / DB_FILENAME)) if is_full_disk(error)
+                                   else f"{type(error).__name__}: {error}")
                 print(f"agentrl store maintenance: {self.last_error}", file=sys.stderr)
 
     def run_once(self) -> None:

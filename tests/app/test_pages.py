@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from apptest import app, figure, figures, no_errors, store, titles
 from conftest import add_run
 
@@ -283,3 +285,84 @@ def test_launch_runs_no_command_unless_the_dashboard_was_started_with_the_script
     at.run()
     no_errors(at)
     assert not next(b for b in at.button if b.label == "Start run").disabled
+
+
+def test_a_full_disk_is_said_as_such_on_the_pages_and_they_recover_once_space_is_freed(tmp_path, monkeypatch):
+    """Issue 22, finding 5: DuckDB gives up on the store after a checkpoint that found the disk
+    full; the pages say the disk is full (not "damaged, rebuild"), and once space is freed the
+    dashboard opens the store again by itself, with nothing lost."""
+    import subprocess
+
+    import duckdb
+    from conftest import _train
+    from helpers import fill_disk, wait_for
+
+    import ui
+    from agentrl.store import curation, queries
+    from agentrl.store.ingest import ingest_once
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("a full disk needs a tmpfs (root)")
+    try:
+        runs_dir = disk / "runs"
+        runs_dir.mkdir()
+        run_id = _train(runs_dir, "refund-outcome")
+        ingest_once(runs_dir)
+        monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
+        at = app("app.py").run()
+        no_errors(at)
+        svc = ui.services()
+        curation.annotate(store(runs_dir), run_id, note="written before the disk filled")
+        filler = fill_disk(disk)
+        with pytest.raises(duckdb.Error, match="No space left on device"):
+            svc.maintenance.checkpoint()
+        assert wait_for(lambda: svc.loop.last_error, timeout=30)
+        assert svc.loop.last_error.startswith("the disk is full: ")  # the sidebar's line, not "damaged, rebuild"
+        at.run()  # still full: the store is opened again from its file and its log, nothing lost
+        assert ui.services() is not svc
+        assert not [line for line in [e.value for e in at.error] + [w.value for w in at.warning]
+                    if "the disk is full" not in line or "damaged" in line]
+        assert queries.run_notes(ui.cursor(), run_id)["note"] == "written before the disk filled"
+        filler.unlink()
+        ui.services().maintenance.checkpoint()  # room again: the log goes into the file
+        second = _train(runs_dir, "refund-guarded")  # and new runs come in, without a restart
+        assert wait_for(lambda: set(at.run().dataframe[0].value["run_id"]) == {run_id, second}, timeout=30)
+        no_errors(at)
+    finally:
+        import streamlit as st
+
+        st.cache_resource.clear()
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def test_delete_is_bound_to_the_runs_selected_never_to_a_row_of_a_table_that_changed(trained_runs_dir):
+    """Issue 22, finding 6: a run started meanwhile shifts the table; the tick must not carry over
+    to whatever run now sits in the selected row. Delete removes the run selected, or nothing."""
+    from conftest import _train
+    from helpers import wait_for
+
+    from agentrl.store import queries
+
+    at = app("app.py").run()
+    no_errors(at)
+    guarded, outcome = at.dataframe[0].value["run_id"]  # newest first: the guarded run is the top row
+    at.session_state[at.dataframe[0].key] = {"selection": {"rows": [0], "columns": []}}  # a click on the top row
+    at.run()
+    (tick,) = [c for c in at.checkbox if c.label.startswith("Yes, delete")]
+    assert tick.label == f"Yes, delete {guarded}"
+    tick.check().run()
+    assert [b for b in at.button if b.label == "Delete" and not b.disabled]
+
+    newer = _train(trained_runs_dir, "refund-outcome")  # a run started meanwhile: the new top row
+    assert wait_for(lambda: newer in set(queries.list_runs(store(trained_runs_dir))["run_id"]), timeout=30)
+    at.run()
+    assert list(at.dataframe[0].value["run_id"]) == [newer, guarded, outcome]
+    for button in [b for b in at.button if b.label == "Delete" and not b.disabled]:
+        button.click().run()
+    left = set(queries.list_runs(store(trained_runs_dir))["run_id"])
+    assert {newer, outcome} <= left  # never a run other than the one selected
+    if guarded in left:  # refused: the selection starts again, asking for a new tick
+        assert any("select again" in i.value for i in at.info)
+        assert not [c for c in at.checkbox if c.label.startswith("Yes, delete") and c.value]

@@ -99,3 +99,46 @@ def test_a_sqlite_file_without_trackio_tables_is_refused(tmp_path, runs_dir):
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
     result = agentrl("import-trackio", other, "--runs-dir", runs_dir)
     assert result.returncode == 2 and "has no metrics table; it is not a Trackio project" in result.stderr
+
+
+# --- issue 22, finding 6: a row agentrl cannot take costs that row, never the import -----------------
+
+
+def trackio_file(path, rows, configs=()):
+    """A Trackio project file of `rows` (run_name, step, metrics as text or bytes), in Trackio's own
+    table layout, built by code (Trackio stores whatever SQLite takes)."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp TEXT, run_name TEXT, step INTEGER, "
+                "metrics TEXT)")
+    con.execute("CREATE TABLE configs (id INTEGER PRIMARY KEY AUTOINCREMENT, run_name TEXT, config TEXT, created_at TEXT)")
+    con.executemany("INSERT INTO metrics (timestamp, run_name, step, metrics) VALUES ('2025-01-01T00:00:00', ?, ?, ?)", rows)
+    con.executemany("INSERT INTO configs (run_name, config, created_at) VALUES (?, ?, '2025-01-01T00:00:00')", configs)
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize(("step", "metrics"), [
+    (None, '{"reward": 0.6}'),
+    ("abc", '{"reward": 0.6}'),
+    (2**40, '{"reward": 0.6}'),
+    (2.5, '{"reward": 0.6}'),
+    (2, b'{"reward": "\xff\xfe"}'),
+    (2, "not json"),
+])
+def test_a_row_with_a_step_or_metrics_agentrl_cannot_take_is_left_out_and_counted(tmp_path, runs_dir, step, metrics):
+    project = trackio_file(tmp_path / "odd.db", [("r", 1, '{"reward": 0.5}'), ("r", step, metrics), ("r", 3, '{"reward": 0.7}')])
+    result = ok(agentrl("import-trackio", project, "--runs-dir", runs_dir))
+    assert "imported r: 2 steps" in result.stdout and "left out 1 rows whose step" in result.stdout
+    assert "Traceback" not in result.stderr
+    assert store_rows(runs_dir, "SELECT step, mean_reward FROM steps ORDER BY step") == [(1, 0.5), (3, 0.7)]
+
+
+def test_a_value_past_any_float_and_config_bytes_that_are_not_utf8_are_left_out(tmp_path, runs_dir):
+    project = trackio_file(tmp_path / "odd.db", [("r", 1, '{"reward": 0.5, "huge": 1' + "0" * 400 + "}")],
+                           configs=[("r", b'{"lr": "\xff"}')])
+    result = ok(agentrl("import-trackio", project, "--runs-dir", runs_dir))
+    assert "imported r: 1 steps" in result.stdout and "left out 1 values" in result.stdout
+    assert store_rows(runs_dir, "SELECT step, metrics FROM steps") == [(1, {"reward": 0.5})]

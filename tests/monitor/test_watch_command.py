@@ -76,3 +76,18 @@ def test_on_onset_stop_never_stops_the_guarded_run(tmp_path):
     ok(agentrl("train", "--config", config, "--runs-dir", tmp_path / "runs", "--quiet"))
     (run,) = list_run_dirs(tmp_path / "runs")
     assert (run.status()["status"], run.status()["step"]) == ("succeeded", 30)
+
+
+def test_watch_of_a_run_with_a_damaged_chunk_names_that_commit_and_reads_the_rest(preset_runs, tmp_path):
+    """Issue 22, finding 6: a damaged chunk ended `watch` in a traceback; it costs that commit only."""
+    import shutil
+
+    runs_dir, ids = preset_runs
+    copy = tmp_path / "runs"
+    shutil.copytree(runs_dir / ids["outcome"], copy / ids["outcome"])
+    (steps,) = (copy / ids["outcome"] / "chunks").glob("00000000.steps.parquet")
+    steps.write_bytes(steps.read_bytes()[:100])
+    result = agentrl("watch", ids["outcome"], "--runs-dir", copy, "--interval", "0.1")
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"watch: commit 0 of {ids['outcome']} cannot be read (ArrowInvalid: ") and "left out" in line

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agentrl.record.rundir import DB_FILENAME, list_run_dirs
-from helpers import REPO_ROOT, agentrl, ok
+from helpers import REPO_ROOT, agentrl, fill_disk, ok
 
 ROOT = os.geteuid() == 0
 
@@ -125,3 +125,100 @@ def test_a_run_that_fills_the_disk_is_failed_with_the_reason_not_left_running(tm
         leftovers = [p.name for p in (run.root / "chunks").iterdir() if p.name.startswith(".")]
         assert leftovers == []  # no half-written temporary file stays behind
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+# --- issue 22, finding 5: a full disk is said as such, never as damage -----------------------------
+
+
+def _trained_on(disk: Path) -> Path:
+    """A finished refund run, not yet ingested, in `disk/runs`."""
+    from agentrl.config import load_preset
+    from agentrl.engines.tabular.engine import run_tabular
+    from agentrl.launcher import create_run
+
+    runs_dir = disk / "runs"
+    runs_dir.mkdir()
+    config = load_preset("refund-outcome")
+    run_tabular(config, create_run(runs_dir, config), log=lambda message: None)
+    return runs_dir
+
+
+def test_ingest_on_a_full_disk_says_the_disk_is_full_and_leaves_no_empty_store(tmp_path):
+    from agentrl.store.db import StoreFullError
+    from agentrl.store.ingest import ingest_once
+
+    disk = tmp_path / "disk"
+    with small_disk(disk, 1024) as real:
+        if not real:
+            pytest.skip("a full disk needs a tmpfs (root)")
+        runs_dir = _trained_on(disk)
+        filler = fill_disk(disk)
+        result = agentrl("ingest", "--runs-dir", runs_dir)
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("error: the disk is full: ") and "damaged" not in line
+        with pytest.raises(StoreFullError):  # what `train`'s final ingest calls
+            ingest_once(runs_dir, wait_s=0.0)
+        assert not (runs_dir / DB_FILENAME).exists()  # no 0-byte store that would read as damaged later
+        filler.unlink()
+        assert "ingested 1184 rows" in ok(agentrl("ingest", "--runs-dir", runs_dir)).stdout
+
+
+def test_rebuild_on_a_disk_too_small_for_the_copy_fails_in_one_line_and_removes_its_temporary_files(tmp_path):
+    disk = tmp_path / "disk"
+    with small_disk(disk, 20480) as real:
+        if not real:
+            pytest.skip("a full disk needs a tmpfs (root)")
+        runs_dir = _trained_on(disk)
+        ok(agentrl("ingest", "--runs-dir", runs_dir))
+        before = sorted(p.name for p in runs_dir.iterdir())
+        filler = fill_disk(disk)
+        result = agentrl("rebuild", "--runs-dir", runs_dir)
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("error: the disk is full: rebuilding ") and "untouched" in line
+        assert sorted(p.name for p in runs_dir.iterdir()) == before  # no .rebuild-PID file or its log left
+        assert "ok: " in ok(agentrl("check", "--runs-dir", runs_dir)).stdout  # the old store is as it was
+        filler.unlink()
+        assert "rebuilt " in ok(agentrl("rebuild", "--runs-dir", runs_dir)).stdout
+
+
+def test_a_decision_or_an_export_on_a_full_disk_says_the_disk_is_full(tmp_path):
+    disk = tmp_path / "disk"
+    with small_disk(disk, 20480) as real:
+        if not real:
+            pytest.skip("a full disk needs a tmpfs (root)")
+        runs_dir = _trained_on(disk)
+        ok(agentrl("ingest", "--runs-dir", runs_dir))
+        (run,) = list_run_dirs(runs_dir)
+        fill_disk(disk)
+        for command in (["review", "approve", run.run_id, "30/0"], ["export", run.run_id, "--out", disk / "out"],
+                        ["promote", run.run_id, "--override", "a test"]):
+            result = agentrl(*command, "--runs-dir", runs_dir)
+            assert result.returncode == 2, result.stderr
+            (line,) = result.stderr.splitlines()
+            assert line.startswith("error: the disk is full"), line
+
+
+def test_trains_final_ingest_on_a_full_disk_leaves_no_broken_store_and_says_the_disk_is_full(tmp_path):
+    """The run's folder fits, the store does not: before, `train` left a 0-byte or 4 KiB
+    `agentrl.duckdb` that every later command called damaged. The chunks go to another disk
+    (`--chunks-url`), so the store is the one thing that finds the disk full."""
+    disk = tmp_path / "disk"
+    with small_disk(disk, 1024) as real:
+        if not real:
+            pytest.skip("a full disk needs a tmpfs (root)")
+        runs_dir = disk / "runs"
+        runs_dir.mkdir()
+        filler = fill_disk(disk)
+        with open(filler, "r+b") as handle:  # room for run.json, status.json and the policy, not for a store
+            handle.truncate(filler.stat().st_size - 24 * 1024)
+        result = agentrl("train", "--preset", "refund-outcome", "--runs-dir", runs_dir, "--chunks-url", tmp_path / "chunks",
+                         "--quiet")
+        assert result.returncode == 0, result.stderr
+        last = result.stdout.strip().splitlines()[-1]
+        assert "succeeded; not ingested now: the disk is full: " in last and "damaged" not in last
+        assert not (runs_dir / DB_FILENAME).exists()
+        filler.unlink()
+        assert "ingested" in ok(agentrl("ingest", "--runs-dir", runs_dir)).stdout
+        assert "ok: " in ok(agentrl("check", "--runs-dir", runs_dir)).stdout
