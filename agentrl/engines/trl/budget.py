@@ -201,6 +201,51 @@ class ModelShape:
         return self.num_hidden_layers * per_layer
 
 
+@dataclass(frozen=True)
+class ModelCounts:
+    """What a model holds, as its own class counts it (`agentrl.engines.trl.model_count`) or, for a
+    config transformers has no class for, as `ModelShape` computes it (`from_shape`)."""
+
+    parameters: int
+    """Every parameter, each counted once (tied embeddings once; every expert of a mixture)."""
+    active_parameters: int
+    """Parameters a token passes through: `parameters` less the routed experts it is not sent to
+    (routed x (1 - experts_per_token / experts)); equal to `parameters` for a dense model."""
+    trainable: int
+    """LoRA parameters PEFT builds for the run's rank and targets."""
+    vocab_size: int
+    """Rows of the LM head (the logits' width)."""
+    kv_layers: tuple[tuple[int | None, int], ...]
+    """Per layer with a per-token cache: (sliding window or None, values stored per token)."""
+    counted_by: str = "config.json's shape"
+    """Where the counts come from, for the table."""
+
+    @classmethod
+    def from_shape(cls, shape: ModelShape, lora_rank: int, lora_targets, note: str = "") -> ModelCounts:
+        """The Llama/Qwen arithmetic of `ModelShape`: dense, every layer full attention."""
+        values = 2 * shape.num_key_value_heads * shape.head_dim
+        return cls(parameters=shape.parameters, active_parameters=shape.parameters,
+                   trainable=shape.lora_parameters(lora_rank, lora_targets), vocab_size=shape.vocab_size,
+                   kv_layers=((None, values),) * shape.num_hidden_layers,
+                   counted_by="config.json's shape" + (f"; {note}" if note else ""))
+
+    def kv_bytes(self, tokens: int, bytes_per_value: int = 2) -> int:
+        """KV cache of one sequence of `tokens` tokens: every layer's values per token times the
+        tokens it keeps (all of them, or at most its sliding window)."""
+        return sum((tokens if window is None else min(tokens, window)) * values for window, values in self.kv_layers) * bytes_per_value
+
+    def to_json(self) -> dict:
+        return {"parameters": self.parameters, "active_parameters": self.active_parameters, "trainable": self.trainable,
+                "vocab_size": self.vocab_size, "kv_layers": [list(layer) for layer in self.kv_layers], "counted_by": self.counted_by}
+
+    @classmethod
+    def from_json(cls, data: dict) -> ModelCounts:
+        return cls(parameters=int(data["parameters"]), active_parameters=int(data["active_parameters"]),
+                   trainable=int(data["trainable"]), vocab_size=int(data["vocab_size"]),
+                   kv_layers=tuple((None if w is None else int(w), int(v)) for w, v in data["kv_layers"]),
+                   counted_by=str(data.get("counted_by", "")))
+
+
 def normalise_targets(targets: list[str] | tuple[str, ...] | str) -> tuple[str, ...]:
     """PEFT target names ('q_proj', ..., or 'all-linear') as short projection names, deduplicated."""
     if isinstance(targets, str):
@@ -242,6 +287,11 @@ class Budget:
     runtime: int = 0
     """The training process's fixed cost (interpreter, torch, transformers, TRL, pyarrow); not in
     SPEC section 11's arithmetic, so 0 unless the caller sets it (`run_budget` does)."""
+    active_parameters: int | None = None
+    """Parameters a token passes through (a mixture of experts routes it to a few): what compute
+    follows, 2 x active FLOPs per token forward. None: all of them (dense)."""
+    counted_by: str = ""
+    """Where the counts come from (the model's class on the meta device, or config.json's shape)."""
 
     COMPONENTS = ("weights", "adapter", "kv_cache", "activations_logits", "sandbox", "os_reserve")
 
@@ -268,6 +318,29 @@ class Budget:
     def fits(self) -> bool:
         return self.free >= 0
 
+    @property
+    def active(self) -> int:
+        """Active parameters (all of them for a dense model)."""
+        return self.parameters if self.active_parameters is None else self.active_parameters
+
+    @property
+    def forward_flops_per_token(self) -> int:
+        """Compute of one token's forward pass, about 2 x active parameters: a mixture of experts
+        pays for the experts a token is routed to, not for every expert it holds."""
+        return 2 * self.active
+
+    def to_json(self) -> dict:
+        """Counts and every row in bytes, for `agentrl budget --json`."""
+        rows = {name: int(n) for name, n in self.components()}
+        rows.update(free=int(self.free), total=int(self.run_total), machine=int(self.machine_bytes))
+        return {"parameters": self.parameters, "active_parameters": self.active, "trainable": self.trainable_parameters,
+                "counted_by": self.counted_by, "fits": self.fits, "rows": rows}
+
+    def count_line(self) -> str:
+        """'(30.53B parameters, 3.34B active, 6.7M trainable)'."""
+        active = f", {_count(self.active)} active" if self.active != self.parameters else ""
+        return f"({_count(self.parameters)} parameters{active}, {_count(self.trainable_parameters)} trainable)"
+
     def rows(self, run_id: str) -> list[dict]:
         """Rows of the `budgets` table (source 'estimate'), ready for `ChunkWriter.append('budgets', ...)`.
 
@@ -284,7 +357,9 @@ class Budget:
         width = max(len(label) for label in _LABELS.values())
         lines = [f"{_LABELS[name]:<{width}}  {format_bytes(n_bytes):>9}" for name, n_bytes in figures]
         lines.append(f"{'machine':<{width}}  {format_bytes(self.machine_bytes):>9}")
-        lines.append(f"({_count(self.parameters)} parameters, {_count(self.trainable_parameters)} trainable)")
+        lines.append(self.count_line())
+        if self.counted_by:
+            lines.append(f"counted from {self.counted_by}")
         return "\n".join(lines)
 
     def refusal(self) -> str | None:
@@ -302,7 +377,7 @@ class Budget:
 
 
 def estimate_budget(
-    shape: ModelShape,
+    shape: ModelShape | ModelCounts,
     lora_rank: int,
     lora_targets: list[str] | tuple[str, ...] | str,
     sequences: int,
@@ -315,7 +390,8 @@ def estimate_budget(
     logit_bytes: int = 4,
     runtime_bytes: float = 0,
 ) -> Budget:
-    """SPEC section 11's arithmetic for a LoRA GRPO run.
+    """SPEC section 11's arithmetic for a LoRA GRPO run, on `shape`: a `ModelCounts` (the model's
+    own class counted it, for `lora_rank` and `lora_targets`) or a `ModelShape` (counted from its shape).
 
     `sequences` rollouts of `tokens_per_sequence` tokens (prompt plus completion) are generated
     together, so all of their KV caches are held at once; the KV cache uses `bytes_per_param`
@@ -344,19 +420,21 @@ def estimate_budget(
     for name, value, least in (("machine_bytes", machine_bytes, 1), ("sandbox_bytes", sandbox_bytes, 0), ("os_reserve_bytes", os_reserve_bytes, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not least <= value < float("inf"):
             raise BudgetError(f"{name} must be a number of bytes of at least {least}, not {value!r}")
-    trainable = shape.lora_parameters(lora_rank, lora_targets)
-    parameters = shape.parameters
+    counts = ModelCounts.from_shape(shape, lora_rank, lora_targets) if isinstance(shape, ModelShape) else shape
+    trainable, parameters = counts.trainable, counts.parameters
     return Budget(
         machine_bytes=round(machine_bytes),
         weights=parameters * bytes_per_param,
         adapter=trainable * ADAM_BYTES_PER_TRAINABLE_PARAM,
-        kv_cache=sequences * tokens_per_sequence * shape.kv_bytes_per_token(bytes_per_param),
-        activations_logits=min(micro_batch_sequences, sequences) * tokens_per_sequence * shape.vocab_size * logit_bytes,
+        kv_cache=sequences * counts.kv_bytes(tokens_per_sequence, bytes_per_param),
+        activations_logits=min(micro_batch_sequences, sequences) * tokens_per_sequence * counts.vocab_size * logit_bytes,
         sandbox=round(sandbox_bytes),
         os_reserve=round(os_reserve_bytes),
         parameters=parameters,
         trainable_parameters=trainable,
         runtime=round(runtime_bytes),
+        active_parameters=counts.active_parameters,
+        counted_by=counts.counted_by if isinstance(shape, ModelCounts) else "",
     )
 
 
@@ -395,6 +473,19 @@ RUNTIME_BYTES = int(0.9 * GB)
 LAUNCHER_BYTES = int(0.4 * GB)
 
 
+def load_counts(model_dir: str | Path, lora_rank: int, lora_targets) -> ModelCounts:
+    """The counts of a local model folder for a LoRA adapter: from the model's own class
+    (`model_count.model_counts`, cached), or from config.json's shape when transformers has no
+    class for it. Raises `BudgetError` with one line."""
+    from agentrl.engines.trl.model_count import model_counts
+
+    counts = model_counts(model_dir, lora_rank, lora_targets)
+    if counts is not None:
+        return counts
+    shape = ModelShape.from_config_dir(model_dir)
+    return ModelCounts.from_shape(shape, lora_rank, lora_targets, note="transformers has no class for its model_type")
+
+
 def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS_ALLOWANCE, bytes_per_param: int = 4,
                sandbox_bytes: int = 0):
     """The budget of a language-model run config (`config.lm`, `config.group_size`): a `Budget`
@@ -409,7 +500,7 @@ def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS
     lm = config.lm
     machine = lm.machine_memory_gb * GB if lm.machine_memory_gb else psutil.virtual_memory().total
     one = estimate_budget(
-        ModelShape.from_config_dir(model_dir), lm.lora_rank, list(lm.lora_targets),
+        load_counts(model_dir, lm.lora_rank, list(lm.lora_targets)), lm.lora_rank, list(lm.lora_targets),
         sequences=lm.tasks_per_step * config.group_size,
         tokens_per_sequence=prompt_tokens + lm.max_completion_length,
         machine_bytes=machine, bytes_per_param=bytes_per_param, sandbox_bytes=sandbox_bytes, runtime_bytes=RUNTIME_BYTES,
