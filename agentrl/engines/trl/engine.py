@@ -211,8 +211,9 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
     task = load_task(config.task)
     model_dir, tokenizer, model = _load_model(config, task)
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers.trainer_callback import PrinterCallback
+
+    from agentrl.engines.trl.model_count import lora_config
 
     from agentrl.engines.trl.task_rewards import TaskRewards
     from agentrl.engines.trl.veto import VetoGRPOTrainer
@@ -233,10 +234,8 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
         args=grpo_args(config, run.dir.root / "trl", reward_weights=rewards.weights()),
         train_dataset=Dataset.from_list(rows * repeats),
         processing_class=tokenizer,
-        peft_config=LoraConfig(
-            r=lm.lora_rank, lora_alpha=lm.lora_alpha, target_modules=list(lm.lora_targets), lora_dropout=0.0,
-            task_type="CAUSAL_LM",
-        ),
+        # The same LoraConfig the budget counted: expert parameters go to PEFT's target_parameters.
+        peft_config=lora_config(model, lm.lora_rank, list(lm.lora_targets), alpha=lm.lora_alpha),
         environment_factory=task.environment_factory,
         eligibility=rewards.eligibility,
     )
