@@ -40,7 +40,8 @@ def cmd_budget(args: argparse.Namespace) -> int:
 
     import json
 
-    from agentrl.engines.trl.budget import GB, BudgetError, estimate_budget, load_counts
+    from agentrl.engines.trl.budget import GB, BudgetError, estimate_budget
+    from agentrl.engines.trl.model_count import load_counts
 
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     if not targets:

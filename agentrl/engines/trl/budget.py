@@ -201,51 +201,6 @@ class ModelShape:
         return self.num_hidden_layers * per_layer
 
 
-@dataclass(frozen=True)
-class ModelCounts:
-    """What a model holds, as its own class counts it (`agentrl.engines.trl.model_count`) or, for a
-    config transformers has no class for, as `ModelShape` computes it (`from_shape`)."""
-
-    parameters: int
-    """Every parameter, each counted once (tied embeddings once; every expert of a mixture)."""
-    active_parameters: int
-    """Parameters a token passes through: `parameters` less the routed experts it is not sent to
-    (routed x (1 - experts_per_token / experts)); equal to `parameters` for a dense model."""
-    trainable: int
-    """LoRA parameters PEFT builds for the run's rank and targets."""
-    vocab_size: int
-    """Rows of the LM head (the logits' width)."""
-    kv_layers: tuple[tuple[int | None, int], ...]
-    """Per layer with a per-token cache: (sliding window or None, values stored per token)."""
-    counted_by: str = "config.json's shape"
-    """Where the counts come from, for the table."""
-
-    @classmethod
-    def from_shape(cls, shape: ModelShape, lora_rank: int, lora_targets, note: str = "") -> ModelCounts:
-        """The Llama/Qwen arithmetic of `ModelShape`: dense, every layer full attention."""
-        values = 2 * shape.num_key_value_heads * shape.head_dim
-        return cls(parameters=shape.parameters, active_parameters=shape.parameters,
-                   trainable=shape.lora_parameters(lora_rank, lora_targets), vocab_size=shape.vocab_size,
-                   kv_layers=((None, values),) * shape.num_hidden_layers,
-                   counted_by="config.json's shape" + (f"; {note}" if note else ""))
-
-    def kv_bytes(self, tokens: int, bytes_per_value: int = 2) -> int:
-        """KV cache of one sequence of `tokens` tokens: every layer's values per token times the
-        tokens it keeps (all of them, or at most its sliding window)."""
-        return sum((tokens if window is None else min(tokens, window)) * values for window, values in self.kv_layers) * bytes_per_value
-
-    def to_json(self) -> dict:
-        return {"parameters": self.parameters, "active_parameters": self.active_parameters, "trainable": self.trainable,
-                "vocab_size": self.vocab_size, "kv_layers": [list(layer) for layer in self.kv_layers], "counted_by": self.counted_by}
-
-    @classmethod
-    def from_json(cls, data: dict) -> ModelCounts:
-        return cls(parameters=int(data["parameters"]), active_parameters=int(data["active_parameters"]),
-                   trainable=int(data["trainable"]), vocab_size=int(data["vocab_size"]),
-                   kv_layers=tuple((None if w is None else int(w), int(v)) for w, v in data["kv_layers"]),
-                   counted_by=str(data.get("counted_by", "")))
-
-
 def normalise_targets(targets: list[str] | tuple[str, ...] | str) -> tuple[str, ...]:
     """PEFT target names ('q_proj', ..., or 'all-linear') as short projection names, deduplicated."""
     if isinstance(targets, str):
@@ -377,7 +332,7 @@ class Budget:
 
 
 def estimate_budget(
-    shape: ModelShape | ModelCounts,
+    shape,
     lora_rank: int,
     lora_targets: list[str] | tuple[str, ...] | str,
     sequences: int,
@@ -420,6 +375,8 @@ def estimate_budget(
     for name, value, least in (("machine_bytes", machine_bytes, 1), ("sandbox_bytes", sandbox_bytes, 0), ("os_reserve_bytes", os_reserve_bytes, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not least <= value < float("inf"):
             raise BudgetError(f"{name} must be a number of bytes of at least {least}, not {value!r}")
+    from agentrl.engines.trl.model_count import ModelCounts
+
     counts = ModelCounts.from_shape(shape, lora_rank, lora_targets) if isinstance(shape, ModelShape) else shape
     trainable, parameters = counts.trainable, counts.parameters
     return Budget(
@@ -473,19 +430,6 @@ RUNTIME_BYTES = int(0.9 * GB)
 LAUNCHER_BYTES = int(0.4 * GB)
 
 
-def load_counts(model_dir: str | Path, lora_rank: int, lora_targets) -> ModelCounts:
-    """The counts of a local model folder for a LoRA adapter: from the model's own class
-    (`model_count.model_counts`, cached), or from config.json's shape when transformers has no
-    class for it. Raises `BudgetError` with one line."""
-    from agentrl.engines.trl.model_count import model_counts
-
-    counts = model_counts(model_dir, lora_rank, lora_targets)
-    if counts is not None:
-        return counts
-    shape = ModelShape.from_config_dir(model_dir)
-    return ModelCounts.from_shape(shape, lora_rank, lora_targets, note="transformers has no class for its model_type")
-
-
 def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS_ALLOWANCE, bytes_per_param: int = 4,
                sandbox_bytes: int = 0):
     """The budget of a language-model run config (`config.lm`, `config.group_size`): a `Budget`
@@ -496,6 +440,8 @@ def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS
     in-process, such as the refund tools; the coding task's sandboxed test runs set some aside).
     """
     import psutil
+
+    from agentrl.engines.trl.model_count import load_counts
 
     lm = config.lm
     machine = lm.machine_memory_gb * GB if lm.machine_memory_gb else psutil.virtual_memory().total

@@ -8,7 +8,8 @@ module in a child process (`python -m agentrl.engines.trl.model_count`), so the 
 loads torch. The child builds `AutoModelForCausalLM.from_config` under `accelerate.init_empty_weights`
 (nothing is allocated, nothing is downloaded: only config.json is read), counts each distinct
 parameter once (tied embeddings count once), and builds the PEFT model on the meta device with the
-run's `LoraConfig` to count the adapter. `lora_config` is the one place a run's LoRA targets become
+run's `LoraConfig` to count the adapter (`ModelCounts`; `load_counts` is what the budget calls).
+`lora_config` is the one place a run's LoRA targets become
 PEFT's `target_modules` / `target_parameters`: the run trains what the budget counted.
 
 A config whose `model_type` transformers has no class for is counted from its shape
@@ -23,10 +24,11 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from agentrl.engines.trl.budget import BudgetError, ModelCounts
+from agentrl.engines.trl.budget import BudgetError, ModelShape
 
 COUNT_VERSION = 1  # bump when what is counted changes: older cache files are then ignored
 CACHE_ENV = "AGENTRL_BUDGET_CACHE"
@@ -36,6 +38,62 @@ EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "mo
 EXPERTS_PER_TOKEN_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 # Cache layers whose size grows with the tokens (transformers' cache_utils layer types).
 PER_TOKEN_LAYERS = ("full_attention", "sliding_attention", "chunked_attention", "hybrid_sliding")
+
+
+@dataclass(frozen=True)
+class ModelCounts:
+    """What a model holds, as its own class counts it (`agentrl.engines.trl.model_count`) or, for a
+    config transformers has no class for, as `ModelShape` computes it (`from_shape`)."""
+
+    parameters: int
+    """Every parameter, each counted once (tied embeddings once; every expert of a mixture)."""
+    active_parameters: int
+    """Parameters a token passes through: `parameters` less the routed experts it is not sent to
+    (routed x (1 - experts_per_token / experts)); equal to `parameters` for a dense model."""
+    trainable: int
+    """LoRA parameters PEFT builds for the run's rank and targets."""
+    vocab_size: int
+    """Rows of the LM head (the logits' width)."""
+    kv_layers: tuple[tuple[int | None, int], ...]
+    """Per layer with a per-token cache: (sliding window or None, values stored per token)."""
+    counted_by: str = "config.json's shape"
+    """Where the counts come from, for the table."""
+
+    @classmethod
+    def from_shape(cls, shape: ModelShape, lora_rank: int, lora_targets, note: str = "") -> ModelCounts:
+        """The Llama/Qwen arithmetic of `ModelShape`: dense, every layer full attention."""
+        values = 2 * shape.num_key_value_heads * shape.head_dim
+        return cls(parameters=shape.parameters, active_parameters=shape.parameters,
+                   trainable=shape.lora_parameters(lora_rank, lora_targets), vocab_size=shape.vocab_size,
+                   kv_layers=((None, values),) * shape.num_hidden_layers,
+                   counted_by="config.json's shape" + (f"; {note}" if note else ""))
+
+    def kv_bytes(self, tokens: int, bytes_per_value: int = 2) -> int:
+        """KV cache of one sequence of `tokens` tokens: every layer's values per token times the
+        tokens it keeps (all of them, or at most its sliding window)."""
+        return sum((tokens if window is None else min(tokens, window)) * values for window, values in self.kv_layers) * bytes_per_value
+
+    def to_json(self) -> dict:
+        return {"parameters": self.parameters, "active_parameters": self.active_parameters, "trainable": self.trainable,
+                "vocab_size": self.vocab_size, "kv_layers": [list(layer) for layer in self.kv_layers], "counted_by": self.counted_by}
+
+    @classmethod
+    def from_json(cls, data: dict) -> ModelCounts:
+        return cls(parameters=int(data["parameters"]), active_parameters=int(data["active_parameters"]),
+                   trainable=int(data["trainable"]), vocab_size=int(data["vocab_size"]),
+                   kv_layers=tuple((None if w is None else int(w), int(v)) for w, v in data["kv_layers"]),
+                   counted_by=str(data.get("counted_by", "")))
+
+
+def load_counts(model_dir: str | Path, lora_rank: int, lora_targets) -> ModelCounts:
+    """The counts of a local model folder for a LoRA adapter: from the model's own class
+    (`model_count.model_counts`, cached), or from config.json's shape when transformers has no
+    class for it. Raises `BudgetError` with one line."""
+    counts = model_counts(model_dir, lora_rank, lora_targets)
+    if counts is not None:
+        return counts
+    shape = ModelShape.from_config_dir(model_dir)
+    return ModelCounts.from_shape(shape, lora_rank, lora_targets, note="transformers has no class for its model_type")
 
 
 def cache_dir() -> Path:

@@ -9,15 +9,14 @@ first dense layer) so each count takes seconds; the full-size figures are in the
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from agentrl.engines.trl.budget import GB, BudgetError, ModelCounts, ModelShape, estimate_budget, load_counts
-from agentrl.engines.trl.model_count import CACHE_ENV, cache_dir, model_counts
+from agentrl.engines.trl.budget import GB, BudgetError, ModelShape, estimate_budget
+from agentrl.engines.trl.model_count import CACHE_ENV, ModelCounts, cache_dir, load_counts, model_counts
 from public_configs import (DEEPSEEK_V3, GEMMA_2_2B, GPT_OSS_20B, LLAMA_3_1_8B, MIXTRAL_8X7B, PHI_3_MINI,
                             QWEN3_30B_A3B, with_layers)
 
