@@ -61,6 +61,11 @@ def hardware_panel(run_id: str) -> None:
             ui.chart(charts.budget_against_measured(budget), "budget", left)
             with right:
                 ui.table(hw.budget_table(budget), key=f"budget-{run_id}", name=f"{run_id}-budget")
+            gpus = hw.gpu_by_rank(budget)
+            if not gpus.empty:
+                st.caption("GPU per training process: the budget's estimate for one GPU against the peak torch "
+                           "allocated and reserved over the run (reset each step), and the device's memory per NVML.")
+                ui.table(gpus, key=f"gpus-{run_id}", name=f"{run_id}-gpu-by-rank")
         status = version[0]
         if not is_active(status):
             st.caption(f"The run is {status}; these are its recorded samples.")

@@ -241,6 +241,28 @@ def test_budget_prints_the_spec_worked_example(tmp_path):
                      "activations and logits": "1.2", "sandbox": "1.0", "OS reserve": "2.0", "free": "6.2"}
 
 
+def test_budget_json_gives_the_counts_and_every_row_in_bytes(tmp_path):
+    model = tmp_path / "moe"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 300, "num_local_experts": 8,
+        "num_experts_per_tok": 2, "tie_word_embeddings": False,
+    }))
+    result = ok(agentrl("budget", "--model", model, "--rank", 4, "--targets", "q_proj,v_proj", "--rollouts", 2,
+                        "--tokens", 100, "--machine-gb", 16, "--bytes-per-param", 2, "--json"))
+    answer = json.loads(result.stdout)
+    experts = 2 * 8 * 3 * 64 * 128  # every expert is resident; a token passes through 2 of 8
+    dense = answer["parameters"] - experts
+    assert answer["active_parameters"] == dense + experts // 4
+    assert answer["trainable"] == 2 * 4 * ((64 + 64) + (64 + 32))
+    rows = answer["rows"]
+    assert rows["weights"] == 2 * answer["parameters"]
+    assert rows["kv_cache"] == 2 * 100 * 2 * (2 * 2 * 16) * 2
+    assert rows["machine"] == 16 * 10**9 and rows["free"] == rows["machine"] - sum(
+        rows[name] for name in ("weights", "adapter", "kv_cache", "activations_logits", "sandbox", "os_reserve"))
+
+
 def test_budget_that_does_not_fit_exits_1_naming_what_to_change(tmp_path):
     model = tmp_path / "m"
     model.mkdir()

@@ -2,6 +2,7 @@
 over the last few seconds, and a run's memory figures in readable units.
 
 record.hardware (a run's own samples) -> store -> **analysis.hardware** -> Hardware and Live pages.
+`gpu_by_rank` sets each training process's measured GPU peak against the budget's per-GPU estimate.
 `CpuMeter` measures the machine from psutil's cumulative CPU times over a window of seconds, so
 consecutive page views read the same load instead of psutil's since-the-last-call figure (which
 read 0%, 97%, 0% on three loads a second apart).
@@ -89,7 +90,10 @@ def estimate_total(budget: pd.DataFrame) -> float | None:
 
 
 def budget_table(budget: pd.DataFrame) -> pd.DataFrame:
-    """The budget's components with readable estimate and measured columns beside the bytes."""
+    """The budget's components with readable estimate and measured columns beside the bytes (a
+    training process's GPU rows are `gpu_by_rank`'s)."""
+    if not budget.empty:
+        budget = budget[~budget["component"].str.contains("/rank ", regex=False)]
     return budget.assign(estimate=budget["estimate_bytes"].map(readable),
                          measured=budget["measured_bytes"].map(readable))[
         ["component", "estimate", "measured", "estimate_bytes", "measured_bytes"]]
@@ -102,6 +106,28 @@ def peaks_table(peaks: pd.DataFrame) -> pd.DataFrame:
     out.insert(at, "peak RSS", out["peak_rss_bytes"].map(readable))
     out.insert(at + 1, "estimate", out["estimate_total_bytes"].map(readable))
     return out
+
+
+def gpu_by_rank(budget: pd.DataFrame) -> pd.DataFrame:
+    """Each training process's GPU: the budget's estimate for one GPU against the measured peaks
+    (allocated, reserved) and the device's memory, from the 'gpu_peak/rank N', 'gpu_reserved_peak/rank N'
+    and 'gpu_memory/rank N' rows; empty when the run used no GPU."""
+    columns = ["rank", "estimate", "peak allocated", "peak reserved", "GPU memory"]
+    per_rank = budget[budget["component"].str.contains("/rank ", regex=False)] if not budget.empty else budget
+    if per_rank.empty:
+        return pd.DataFrame(columns=columns)
+    parts = per_rank["component"].str.split("/rank ", n=1, regex=False)
+    frame = per_rank.assign(name=parts.str[0], rank=parts.str[1].astype(int))
+    out = []
+    for rank, rows in frame.groupby("rank", sort=True):
+        figure = {name: row for name, row in zip(rows["name"], rows.itertuples())}
+        peak = figure.get("gpu_peak")
+        out.append({"rank": rank,
+                    "estimate": readable(peak.estimate_bytes if peak is not None else None),
+                    "peak allocated": readable(peak.measured_bytes if peak is not None else None),
+                    "peak reserved": readable(figure["gpu_reserved_peak"].measured_bytes if "gpu_reserved_peak" in figure else None),
+                    "GPU memory": readable(figure["gpu_memory"].measured_bytes if "gpu_memory" in figure else None)})
+    return pd.DataFrame(out, columns=columns)
 
 
 @dataclass(frozen=True)

@@ -25,18 +25,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     budget.add_argument("--model", required=True, help="a local Hugging Face model directory (its config.json is read)")
     budget.add_argument("--rank", type=int, default=8, help="LoRA rank (default 8)")
     budget.add_argument("--targets", default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
-                        help="comma-separated adapted projections (default: all seven)")
+                        help="comma-separated LoRA targets as PEFT takes them: module names (qkv_proj, gate_up_proj), "
+                             "expert parameters (mlp.experts.gate_up_proj) or 'all-linear' (default: the seven Llama/Qwen projections)")
     budget.add_argument("--rollouts", type=int, default=8, help="sequences generated together (default 8)")
     budget.add_argument("--tokens", type=int, default=2048, help="tokens per sequence, prompt plus completion (default 2048)")
     budget.add_argument("--machine-gb", type=float, help="memory to plan for in GB (default: this machine's total)")
     budget.add_argument("--bytes-per-param", type=int, default=2, help="2 for BF16 (default), 4 for FP32")
+    budget.add_argument("--json", action="store_true", help="print parameters, active_parameters, trainable and every row in bytes as JSON")
     budget.set_defaults(func=cmd_budget)
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
     import psutil
 
-    from agentrl.engines.trl.budget import GB, BudgetError, ModelShape, estimate_budget
+    import json
+
+    from agentrl.engines.trl.budget import GB, BudgetError, estimate_budget
+    from agentrl.engines.trl.model_count import load_counts
 
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     if not targets:
@@ -52,13 +57,13 @@ def cmd_budget(args: argparse.Namespace) -> int:
     if model.exists() and not model.is_dir():
         raise UsageError(f"--model {args.model!r} is a file; give the model's folder (the one holding config.json)")
     try:
-        shape = ModelShape.from_config_dir(model)
+        counts = load_counts(model, args.rank, targets)
         machine = args.machine_gb * GB if args.machine_gb is not None else psutil.virtual_memory().total
-        budget = estimate_budget(shape, args.rank, targets, args.rollouts, args.tokens, machine,
+        budget = estimate_budget(counts, args.rank, targets, args.rollouts, args.tokens, machine,
                                  bytes_per_param=args.bytes_per_param)
     except BudgetError as error:
         raise UsageError(str(error)) from None
-    print(budget.table_text())
+    print(json.dumps(budget.to_json(), indent=2) if args.json else budget.table_text())
     if not budget.fits:
         print(f"error: {budget.refusal()}", file=sys.stderr)
         return 1

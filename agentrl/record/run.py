@@ -142,6 +142,7 @@ class Run:
         self.sampler = ProcessTreeSampler() if hardware else None  # None: rows of another time (an import)
         self.step = 0
         self.peak_rss_bytes = 0
+        self.gpu_peak_bytes: int | None = None  # the GPUs' measured peak, summed over the training processes
         self.status = "failed"  # until the work says otherwise
         self.error: str | None = None
         self.before_close = before_close  # last rows the work writes, e.g. a measured budget

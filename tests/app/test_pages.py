@@ -366,3 +366,30 @@ def test_delete_is_bound_to_the_runs_selected_never_to_a_row_of_a_table_that_cha
     if guarded in left:  # refused: the selection starts again, asking for a new tick
         assert any("select again" in i.value for i in at.info)
         assert not [c for c in at.checkbox if c.label.startswith("Yes, delete") and c.value]
+
+
+def test_hardware_page_sets_each_training_process_gpu_peak_against_the_budget(tmp_path, monkeypatch):
+    """A run that recorded two GPUs' peaks (rows as the engine writes them; no GPU here): the page
+    shows one line per rank, the budget's per-GPU estimate beside the measured peaks."""
+    from agentrl.record.hardware import gpu_rank_rows
+    from agentrl.record.run import Run
+    from agentrl.record.rundir import new_run
+    from agentrl.store.ingest import ingest_once
+
+    runs_dir = tmp_path / "runs"
+    run_dir = new_run(runs_dir, "two-gpus", "trl", "guarded", {}, total_steps=1)
+    with Run(run_dir, total_steps=1) as run:
+        run.log_budget([{"run_id": run.run_id, "component": "total", "bytes": 30 * 10**9, "source": "estimate"}])
+        run.log_budget(gpu_rank_rows(run.run_id, [
+            {"allocated_bytes": 9 * 10**9, "reserved_bytes": 12 * 10**9, "device_total_bytes": 80 * 10**9},
+            {"allocated_bytes": 8 * 10**9, "reserved_bytes": 10 * 10**9, "device_total_bytes": 80 * 10**9}],
+            estimate_bytes=11 * 10**9))
+        run.finish("succeeded")
+    ingest_once(runs_dir)
+    monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
+    at = app("pages/5_Hardware.py", run=run_dir.run_id).run()
+    no_errors(at)
+    gpus = next(d.value for d in at.dataframe if "peak allocated" in d.value.columns)
+    assert gpus.to_dict("records") == [
+        {"rank": 0, "estimate": "11.0 GB", "peak allocated": "9.0 GB", "peak reserved": "12.0 GB", "GPU memory": "80.0 GB"},
+        {"rank": 1, "estimate": "11.0 GB", "peak allocated": "8.0 GB", "peak reserved": "10.0 GB", "GPU memory": "80.0 GB"}]

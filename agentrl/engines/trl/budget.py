@@ -242,6 +242,11 @@ class Budget:
     runtime: int = 0
     """The training process's fixed cost (interpreter, torch, transformers, TRL, pyarrow); not in
     SPEC section 11's arithmetic, so 0 unless the caller sets it (`run_budget` does)."""
+    active_parameters: int | None = None
+    """Parameters a token passes through (a mixture of experts routes it to a few): what compute
+    follows, 2 x active FLOPs per token forward. None: all of them (dense)."""
+    counted_by: str = ""
+    """Where the counts come from (the model's class on the meta device, or config.json's shape)."""
 
     COMPONENTS = ("weights", "adapter", "kv_cache", "activations_logits", "sandbox", "os_reserve")
 
@@ -268,6 +273,29 @@ class Budget:
     def fits(self) -> bool:
         return self.free >= 0
 
+    @property
+    def active(self) -> int:
+        """Active parameters (all of them for a dense model)."""
+        return self.parameters if self.active_parameters is None else self.active_parameters
+
+    @property
+    def forward_flops_per_token(self) -> int:
+        """Compute of one token's forward pass, about 2 x active parameters: a mixture of experts
+        pays for the experts a token is routed to, not for every expert it holds."""
+        return 2 * self.active
+
+    def to_json(self) -> dict:
+        """Counts and every row in bytes, for `agentrl budget --json`."""
+        rows = {name: int(n) for name, n in self.components()}
+        rows.update(free=int(self.free), total=int(self.run_total), machine=int(self.machine_bytes))
+        return {"parameters": self.parameters, "active_parameters": self.active, "trainable": self.trainable_parameters,
+                "counted_by": self.counted_by, "fits": self.fits, "rows": rows}
+
+    def count_line(self) -> str:
+        """'(30.53B parameters, 3.34B active, 6.7M trainable)'."""
+        active = f", {_count(self.active)} active" if self.active != self.parameters else ""
+        return f"({_count(self.parameters)} parameters{active}, {_count(self.trainable_parameters)} trainable)"
+
     def rows(self, run_id: str) -> list[dict]:
         """Rows of the `budgets` table (source 'estimate'), ready for `ChunkWriter.append('budgets', ...)`.
 
@@ -284,7 +312,9 @@ class Budget:
         width = max(len(label) for label in _LABELS.values())
         lines = [f"{_LABELS[name]:<{width}}  {format_bytes(n_bytes):>9}" for name, n_bytes in figures]
         lines.append(f"{'machine':<{width}}  {format_bytes(self.machine_bytes):>9}")
-        lines.append(f"({_count(self.parameters)} parameters, {_count(self.trainable_parameters)} trainable)")
+        lines.append(self.count_line())
+        if self.counted_by:
+            lines.append(f"counted from {self.counted_by}")
         return "\n".join(lines)
 
     def refusal(self) -> str | None:
@@ -302,7 +332,7 @@ class Budget:
 
 
 def estimate_budget(
-    shape: ModelShape,
+    shape,
     lora_rank: int,
     lora_targets: list[str] | tuple[str, ...] | str,
     sequences: int,
@@ -315,7 +345,8 @@ def estimate_budget(
     logit_bytes: int = 4,
     runtime_bytes: float = 0,
 ) -> Budget:
-    """SPEC section 11's arithmetic for a LoRA GRPO run.
+    """SPEC section 11's arithmetic for a LoRA GRPO run, on `shape`: a `ModelCounts` (the model's
+    own class counted it, for `lora_rank` and `lora_targets`) or a `ModelShape` (counted from its shape).
 
     `sequences` rollouts of `tokens_per_sequence` tokens (prompt plus completion) are generated
     together, so all of their KV caches are held at once; the KV cache uses `bytes_per_param`
@@ -344,19 +375,23 @@ def estimate_budget(
     for name, value, least in (("machine_bytes", machine_bytes, 1), ("sandbox_bytes", sandbox_bytes, 0), ("os_reserve_bytes", os_reserve_bytes, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not least <= value < float("inf"):
             raise BudgetError(f"{name} must be a number of bytes of at least {least}, not {value!r}")
-    trainable = shape.lora_parameters(lora_rank, lora_targets)
-    parameters = shape.parameters
+    from agentrl.engines.trl.model_count import ModelCounts
+
+    counts = ModelCounts.from_shape(shape, lora_rank, lora_targets) if isinstance(shape, ModelShape) else shape
+    trainable, parameters = counts.trainable, counts.parameters
     return Budget(
         machine_bytes=round(machine_bytes),
         weights=parameters * bytes_per_param,
         adapter=trainable * ADAM_BYTES_PER_TRAINABLE_PARAM,
-        kv_cache=sequences * tokens_per_sequence * shape.kv_bytes_per_token(bytes_per_param),
-        activations_logits=min(micro_batch_sequences, sequences) * tokens_per_sequence * shape.vocab_size * logit_bytes,
+        kv_cache=sequences * counts.kv_bytes(tokens_per_sequence, bytes_per_param),
+        activations_logits=min(micro_batch_sequences, sequences) * tokens_per_sequence * counts.vocab_size * logit_bytes,
         sandbox=round(sandbox_bytes),
         os_reserve=round(os_reserve_bytes),
         parameters=parameters,
         trainable_parameters=trainable,
         runtime=round(runtime_bytes),
+        active_parameters=counts.active_parameters,
+        counted_by=counts.counted_by if isinstance(shape, ModelCounts) else "",
     )
 
 
@@ -406,10 +441,12 @@ def run_budget(config, model_dir: str | Path, prompt_tokens: int = PROMPT_TOKENS
     """
     import psutil
 
+    from agentrl.engines.trl.model_count import load_counts
+
     lm = config.lm
     machine = lm.machine_memory_gb * GB if lm.machine_memory_gb else psutil.virtual_memory().total
     one = estimate_budget(
-        ModelShape.from_config_dir(model_dir), lm.lora_rank, list(lm.lora_targets),
+        load_counts(model_dir, lm.lora_rank, list(lm.lora_targets)), lm.lora_rank, list(lm.lora_targets),
         sequences=lm.tasks_per_step * config.group_size,
         tokens_per_sequence=prompt_tokens + lm.max_completion_length,
         machine_bytes=machine, bytes_per_param=bytes_per_param, sandbox_bytes=sandbox_bytes, runtime_bytes=RUNTIME_BYTES,

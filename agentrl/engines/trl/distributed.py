@@ -82,6 +82,12 @@ def _nvidia_smi_memory(visible: str | None) -> tuple[int, ...]:
     program = shutil.which("nvidia-smi")
     if program is None:
         return ()
+    # NVML first: it counts a MIG device as itself, where nvidia-smi's CSV gives the whole GPU's memory.
+    from agentrl.record.hardware import load_nvml
+
+    sizes = nvml_memory(load_nvml(), visible)
+    if sizes:
+        return sizes
     try:
         out = subprocess.run([program, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=10, check=True).stdout
@@ -94,6 +100,21 @@ def _nvidia_smi_memory(visible: str | None) -> tuple[int, ...]:
     if all(v.isdigit() for v in ids):
         return tuple(sizes[int(v)] for v in ids if int(v) < len(sizes))
     return tuple(sizes[: len(ids)])  # GPU UUIDs: as many as named
+
+
+def nvml_memory(nvml, visible: str | None) -> tuple[int, ...]:
+    """Memory of each CUDA device `visible` names (every GPU when None), per NVML (`nvml`: pynvml,
+    or None); () when NVML cannot tell."""
+    from agentrl.record.hardware import nvml_device_memory
+
+    if nvml is None:
+        return ()
+    try:
+        count = len([v for v in visible.split(",") if v.strip()]) if visible else int(nvml.nvmlDeviceGetCount())
+    except Exception:
+        return ()
+    devices = [nvml_device_memory(nvml, visible, i) for i in range(count)]
+    return tuple(d["total_bytes"] for d in devices) if devices and all(devices) else ()
 
 
 def machine_refusal(config) -> str | None:

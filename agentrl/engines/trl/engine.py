@@ -171,7 +171,7 @@ def record_measured_budget(run: Run, log: Callable[[str], None]) -> None:
     try:
         from agentrl.engines.trl.budget import measured_rows
 
-        run.log_budget(measured_rows(run.run_id, _peak_rss_bytes(run.peak_rss_bytes)))
+        run.log_budget(measured_rows(run.run_id, _peak_rss_bytes(run.peak_rss_bytes), getattr(run, "gpu_peak_bytes", None)))
     except Exception as exc:  # telemetry must not turn a finished run into a failed one
         log(f"budget: no measured rows ({type(exc).__name__}: {exc})")
 
@@ -211,8 +211,9 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
     task = load_task(config.task)
     model_dir, tokenizer, model = _load_model(config, task)
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers.trainer_callback import PrinterCallback
+
+    from agentrl.engines.trl.model_count import lora_config
 
     from agentrl.engines.trl.task_rewards import TaskRewards
     from agentrl.engines.trl.veto import VetoGRPOTrainer
@@ -222,7 +223,8 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
     base_parameters = sum(p.numel() for p in model.parameters())  # before PEFT adds the adapter
     rows, eval_rows, probes = task.train_dataset(), task.eval_dataset(), task.exploit_probes()
     prompt_tokens = _prompt_tokens(task, tokenizer, rows[0])
-    _write_budget_estimate(config, model_dir, prompt_tokens, task.sandbox_bytes, run, log)
+    budget = _write_budget_estimate(config, model_dir, prompt_tokens, task.sandbox_bytes, run, log)
+    gpu = _gpu_peaks()
 
     # Every batch holds `tasks_per_step` distinct dataset rows; repeat the rows when there are fewer.
     repeats = max(1, math.ceil(lm.tasks_per_step / len(rows)))
@@ -233,10 +235,8 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
         args=grpo_args(config, run.dir.root / "trl", reward_weights=rewards.weights()),
         train_dataset=Dataset.from_list(rows * repeats),
         processing_class=tokenizer,
-        peft_config=LoraConfig(
-            r=lm.lora_rank, lora_alpha=lm.lora_alpha, target_modules=list(lm.lora_targets), lora_dropout=0.0,
-            task_type="CAUSAL_LM",
-        ),
+        # The same LoraConfig the budget counted: expert parameters go to PEFT's target_parameters.
+        peft_config=lora_config(model, lm.lora_rank, list(lm.lora_targets), alpha=lm.lora_alpha),
         environment_factory=task.environment_factory,
         eligibility=rewards.eligibility,
     )
@@ -313,6 +313,7 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
             return self.logged_trajectories
 
         def step_row(self, step, logs, trajectories):
+            logs = {**logs, **_gpu_step_metrics(ranks, gpu)}  # every process's GPU peak of this step
             self.last_row, self.last_logs = _step_record(step, self.step_batch, trajectories, logs), logs
             return self.last_row
 
@@ -350,6 +351,7 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
     record_eval(completed, split="probe")  # the promotion gate's exploit probes
     ranks.save_adapter(trainer, run.dir.root / ADAPTER_DIR)  # what a promotion bundles
     vetoed, vetoed_updates = ranks.sums([trainer.vetoed_total, trainer.vetoed_updates_total])
+    _record_gpu_peaks(ranks, gpu, budget, run)
     log(f"totals: steps {completed} vetoed {vetoed} vetoed updates {vetoed_updates}")
     if onset_stop:
         run.error = f"stopped: {onset_stop[0]}"
@@ -393,17 +395,57 @@ def _step_record(step: int, batch, trajectories: list[TrajectoryRecord], logs: d
     )
 
 
-def _write_budget_estimate(config: RunConfig, model_dir: Path, prompt_tokens: int, sandbox_bytes: int, run: Run, log) -> None:
+def _gpu_peaks():
+    """This process's GPU peak tracker, with NVML only where CUDA is (no GPU: no NVML call)."""
+    import torch
+
+    from agentrl.record.hardware import GpuPeaks, load_nvml
+
+    return GpuPeaks(nvml=load_nvml() if torch.cuda.is_available() else None)
+
+
+def _gpu_step_metrics(ranks, gpu) -> dict[str, float]:
+    """The step's GPU peaks of every process as step metrics ('gpu/peak_allocated_bytes/rank 0', ...);
+    {} without a GPU. Every process calls it at the same point of the step (a gather)."""
+    peak = gpu.step()
+    if not peak:
+        return {}
+    metrics = {}
+    for rank, each in enumerate(ranks.gather(peak)):
+        for name, value in (each or {}).items():
+            metrics[f"gpu/peak_{name}/rank {rank}"] = float(value)
+    return metrics
+
+
+def _record_gpu_peaks(ranks, gpu, budget, run) -> None:
+    """The run's GPU peak of every process as `budgets` rows beside the budget's per-GPU estimate,
+    and their sum for the measured total. Every process calls it (a gather); the main one writes."""
+    from agentrl.record.hardware import gpu_rank_rows
+
+    if not gpu.measured:
+        return
+    peaks = ranks.gather(gpu.run_peak())
+    if not ranks.main:
+        return
+    estimate = getattr(budget, "per_device", None)
+    if estimate is None and budget is not None:
+        estimate = sum(getattr(budget, name) for name in ("weights", "adapter", "kv_cache", "activations_logits"))
+    run.log_budget(gpu_rank_rows(run.run_id, peaks, estimate))
+    run.gpu_peak_bytes = sum(int(p.get("allocated_bytes") or 0) for p in peaks if p)
+
+
+def _write_budget_estimate(config: RunConfig, model_dir: Path, prompt_tokens: int, sandbox_bytes: int, run: Run, log):
     """SPEC 11's estimate for this run (source 'estimate'), from the model's config.json and the
-    prompt length the tokenizer measured."""
+    prompt length the tokenizer measured; the budget, or None when it could not be made."""
     try:
         from agentrl.engines.trl.budget import run_budget
 
         budget = run_budget(config, model_dir, prompt_tokens=prompt_tokens, sandbox_bytes=sandbox_bytes)
     except Exception as exc:  # an unreadable shape must not stop the run; the Hardware page shows no estimate
         log(f"budget: no estimate ({type(exc).__name__}: {exc})")
-        return
+        return None
     run.log_budget(budget.rows(run.run_id))
     # In MB, not the table's GB: a tiny model's budget would print as zeros.
     parts = ", ".join(f"{name} {n_bytes / 1e6:.1f} MB" for name, n_bytes in budget.components() if name != "os_reserve")
     log(f"budget estimate: {parts}; run total {budget.run_total / 1e6:.1f} MB, free {budget.free / 1e9:.1f} GB")
+    return budget

@@ -84,6 +84,14 @@ class Ranks:
         per_process = gather_object([list(values)])
         return [sum(column) for column in zip(*per_process)]
 
+    def gather(self, value: Any) -> list:
+        """`value` of every process, in rank order, on every process (each must call it at the same point)."""
+        if not self.many:
+            return [value]
+        from accelerate.utils import gather_object
+
+        return list(gather_object([value]))
+
     def save_adapter(self, trainer: Any, path: Path) -> None:
         """The trained LoRA adapter into `path`: PEFT's `save_pretrained` by the main process (every
         process holds the whole adapter). Weights sharded by ZeRO-3 or FSDP: the Trainer's
@@ -104,6 +112,7 @@ class SilentRun:
         self.writer = self  # `run.writer.flush_soon()`
         self.error: str | None = None
         self.peak_rss_bytes = 0
+        self.gpu_peak_bytes: int | None = None
         self.closed = False
 
     def stop(self) -> bool:

@@ -178,8 +178,11 @@ class ShardedBudget:
         else:
             line("free", None, self.free)
         line("machine", None, self.machine_bytes)
-        count = one.table_text().splitlines()[-1]  # "(1.72B parameters, 17.4M trainable)"
-        return "\n".join(lines + [f"{count[:-1]}; {self.where()})"])
+        count = one.count_line()  # "(1.72B parameters, 17.4M trainable)"
+        lines.append(f"{count[:-1]}; {self.where()})")
+        if one.counted_by:
+            lines.append(f"counted from {one.counted_by}")
+        return "\n".join(lines)
 
     def refusal(self) -> str | None:
         """One line saying why the run cannot start and what to change; None when it fits."""

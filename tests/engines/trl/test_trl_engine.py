@@ -146,3 +146,59 @@ def test_importing_the_lm_modules_loads_no_torch():
     out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True,
                          cwd=str(Path(__file__).resolve().parents[3]))
     assert json.loads(out.stdout) == []
+
+
+def test_every_processes_gpu_peak_reaches_the_store_beside_the_per_gpu_estimate(runs_dir):
+    """No GPU here: torch.cuda's counters and NVML come through `GpuPeaks`' seams (tests/gpu_stand_ins.py);
+    the rest is the engine's own path into DuckDB and the Hardware page's table."""
+    from agentrl.analysis.hardware import gpu_by_rank
+    from agentrl.engines.trl.budget import GB, ModelShape, estimate_budget, format_bytes
+    from agentrl.engines.trl.engine import _gpu_step_metrics, _record_gpu_peaks, record_measured_budget
+    from agentrl.engines.trl.ranks import Ranks
+    from agentrl.record.hardware import GpuPeaks
+    from agentrl.record.run import Run
+    from agentrl.record.rundir import new_run
+    from agentrl.store import queries
+
+    from gpu_stand_ins import FakeCuda, FakeNvml
+
+    budget = estimate_budget(ModelShape.from_config({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                                                     "intermediate_size": 128, "vocab_size": 100}),
+                             8, "all-linear", sequences=4, tokens_per_sequence=64, machine_bytes=16 * GB)
+    cuda = FakeCuda()
+    gpu = GpuPeaks(cuda=cuda, nvml=FakeNvml(mig=True))
+    run_dir = new_run(runs_dir, "gpu", "trl", "guarded", {}, total_steps=1)
+    with Run(run_dir, total_steps=1, before_close=lambda run: record_measured_budget(run, print)) as run:
+        cuda.allocate(3 * 10**9, 4 * 10**9)
+        cuda.allocate(10**9, 4 * 10**9)
+        assert _gpu_step_metrics(Ranks(), gpu) == {"gpu/peak_allocated_bytes/rank 0": 3e9, "gpu/peak_reserved_bytes/rank 0": 4e9}
+        _record_gpu_peaks(Ranks(), gpu, budget, run)
+        run.finish("succeeded")
+    ingest_once(runs_dir)
+    con = connect(runs_dir)
+    rows = queries.budget_for_run(con, run_dir.run_id).set_index("component")
+    assert rows.at["gpu_peak", "measured_bytes"] == 3 * 10**9
+    assert rows.at["total", "measured_bytes"] == 3 * 10**9 + rows.at["process_peak_rss", "measured_bytes"]
+    table = gpu_by_rank(queries.budget_for_run(con, run_dir.run_id))
+    on_gpu = budget.weights + budget.adapter + budget.kv_cache + budget.activations_logits  # what one process puts there
+    assert rows.at["gpu_peak/rank 0", "estimate_bytes"] == on_gpu
+    assert table.to_dict("records") == [{"rank": 0, "estimate": format_bytes(on_gpu), "peak allocated": "3.0 GB",
+                                         "peak reserved": "4.0 GB", "GPU memory": "10.7 GB"}]
+    con.close()
+
+
+def test_without_a_gpu_no_gpu_rows_and_no_step_metrics(runs_dir):
+    from agentrl.engines.trl.engine import _gpu_step_metrics, _record_gpu_peaks
+    from agentrl.engines.trl.ranks import Ranks, SilentRun
+    from agentrl.record.hardware import GpuPeaks
+    from agentrl.record.rundir import new_run
+
+    class NoCuda:
+        def is_available(self):
+            return False
+
+    gpu = GpuPeaks(cuda=NoCuda())
+    run = SilentRun(new_run(runs_dir, "cpu", "trl", "guarded", {}, total_steps=1))
+    assert _gpu_step_metrics(Ranks(), gpu) == {}
+    _record_gpu_peaks(Ranks(), gpu, None, run)
+    assert run.gpu_peak_bytes is None
