@@ -161,9 +161,11 @@ if gate_tab.open:
     with gate_tab, ui.shown_errors("evaluate the promotion gate"):
         g1, g2, g3 = st.columns(3)
         min_success = g1.slider("Held-out success at least", 0.0, 1.0, 0.75, 0.05)
-        top_k = g2.number_input("Top-k trajectories to review", 1, 100, 5)
-        last_steps = g3.number_input("…from the last N steps", 1, 10_000, 3)
-        settings = gate.GateSettings(min_success=min_success, top_k=int(top_k), last_steps=int(last_steps))
+        defaults = gate.GateSettings()
+        last_steps = g2.number_input("Review coverage over the last K steps", 1, 10_000, defaults.last_steps)
+        min_share = g3.number_input("…every behaviour with at least this share of the top-reward quarter", 0.01, 1.0,
+                                    defaults.min_share, 0.01)
+        settings = gate.GateSettings(min_success=min_success, last_steps=int(last_steps), min_share=float(min_share))
         report = gate.evaluate_gate(con, svc.runs_dir, run_id, settings)
         ui.table(gate.checks_table(report), key=f"gate-{run_id}", name=f"{run_id}-gate")
         state = gate.current_state(con, run_id)
@@ -172,8 +174,9 @@ if gate_tab.open:
         else:
             st.error(f"The gate fails: {len(report.failed)} of {len(report.checks)} checks. Run state: {state}.")
         if report.sample is not None:
-            st.markdown(f"**The gate's sample**: exactly the {len(report.sample)} trajectories its review check counts "
-                        "(highest reward first; equal rewards, violations first). Open one on the Trajectories tab.")
+            st.markdown(f"**The gate's sample**: one trajectory for each of the {len(report.sample)} high-reward "
+                        "behaviours its review coverage counts (a reviewed one where there is one). Open one on the "
+                        "Trajectories tab, grouped by behaviour.")
             ui.table(review.trajectory_table(report.sample), key=f"sample-{run_id}", name=f"{run_id}-gate-sample",
                      column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
         override = ""
