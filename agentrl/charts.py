@@ -404,3 +404,52 @@ def mark_onset(fig: go.Figure, step: int | None, label: str = "hacking onset") -
                   annotation_font_color=VIOLATION, annotation_font_size=11,
                   annotation_bgcolor="rgba(255,255,255,0.85)")  # readable over a curve at the top
     return fig
+
+
+# Behaviours keep one colour on every page and in every run: a hash of the behaviour's text into
+# a palette of their own (lighter than the run colours, so a behaviour is never read as a run).
+BEHAVIOUR_PALETTE = ["#64b5f6", "#ffb74d", "#ba68c8", "#4db6ac", "#dce775", "#f06292", "#a1887f", "#7986cb",
+                     "#ffd54f", "#90a4ae", "#81c784", "#e57373"]
+OTHER_BEHAVIOURS = "(other)"
+
+
+def behaviour_color(behaviour: str) -> str:
+    if behaviour == OTHER_BEHAVIOURS:
+        return "#e0e0e0"
+    return BEHAVIOUR_PALETTE[zlib.crc32(behaviour.encode()) % len(BEHAVIOUR_PALETTE)]
+
+
+def behaviour_shares(shares: pd.DataFrame, title: str = "Behaviours: share of each step's trajectories",
+                     unverified: frozenset[str] | set[str] = frozenset(), title_color: str | None = None) -> go.Figure:
+    """Stacked areas: each behaviour's share of a step's trajectories (columns: step, behaviour,
+    share), most common at the bottom; an unverified behaviour's name is marked "⚠"."""
+    fig = go.Figure()
+    if not shares.empty:
+        order = shares.groupby("behaviour")["share"].sum().sort_values(ascending=False).index.tolist()
+        if OTHER_BEHAVIOURS in order:  # the lumped rest sits on top
+            order.remove(OTHER_BEHAVIOURS)
+            order.append(OTHER_BEHAVIOURS)
+        for behaviour in order:
+            part = shares[shares["behaviour"] == behaviour].sort_values("step")
+            name = ("⚠ " if behaviour in unverified else "") + (behaviour if len(behaviour) <= 60 else behaviour[:59] + "…")
+            fig.add_trace(go.Scatter(x=part["step"], y=part["share"], name=name, mode="lines", stackgroup="one",
+                                     line={"width": 0.5, "color": behaviour_color(behaviour)},
+                                     fillcolor=behaviour_color(behaviour), hovertemplate="%{y:.0%}"))
+    fig.update_yaxes(range=[0, 1.0], tickformat=".0%")
+    fig = _layout(fig, title, "share of trajectories", height=360)
+    if title_color:
+        fig.update_layout(title={"font": {"size": 15, "color": title_color}})
+    return fig
+
+
+def divergence_bars(found: pd.DataFrame, title: str) -> go.Figure:
+    """The found divergent states, largest weighted divergence first (columns: state, js, weight)."""
+    fig = go.Figure()
+    if not found.empty:
+        part = found.head(10).iloc[::-1]
+        names = [s if len(s) <= 50 else "…" + s[-49:] for s in part["state"]]
+        fig.add_trace(go.Bar(y=names, x=part["js"] * part["weight"], orientation="h", marker_color=NEUTRAL,
+                             name="weighted divergence", customdata=part[["js", "weight"]].to_numpy(),
+                             hovertemplate="JS %{customdata[0]:.3f} bits × weight %{customdata[1]:.2f}<extra></extra>"))
+    fig.update_layout(hovermode="closest")
+    return _layout(fig, title, "state", x_title="JS (bits) × min visit share", height=320)

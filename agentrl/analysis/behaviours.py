@@ -91,6 +91,23 @@ def as_records(table: pd.DataFrame) -> list[dict]:
             for r in table.itertuples()]
 
 
+def lump_shares(shares: pd.DataFrame, keep: int = 8, other: str = "(other)") -> pd.DataFrame:
+    """Per-step shares (columns: step, behaviour, share) with all but the `keep` behaviours of
+    largest total share summed into `other`: a stacked chart of hundreds of rare ones is unreadable."""
+    if shares.empty:
+        return shares[["step", "behaviour", "share"]]
+    kept = set(shares.groupby("behaviour")["share"].sum().nlargest(keep).index)
+    named = shares["behaviour"].where(shares["behaviour"].isin(kept), other)
+    return shares.assign(behaviour=named).groupby(["step", "behaviour"], as_index=False)["share"].sum()
+
+
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The behaviour table as the pages show it: what a reviewer decides on first."""
+    shown = table.assign(unverified=table["unverified"].map({True: "⚠ unverified", False: ""}))
+    return shown[["unverified", "behaviour", "first_step", "share", "mean_reward", "flagged_share", "held_out_success",
+                  "reviewed", "top_share"]]
+
+
 # --- where two runs differ, found from their trajectories -----------------------------------------
 
 
