@@ -37,12 +37,16 @@ COLUMNS = ["behaviour", "first_step", "share", "mean_reward", "flagged_share", "
            "high_reward", "reviewed", "approved", "rejected", "taught", "flagged_ever", "n", "unverified"]
 
 
-def behaviour_table(con, run_id: str, last: int = DEFAULT_LAST, min_share: float = MIN_TOP_SHARE) -> pd.DataFrame:
-    """One row per behaviour the run ever showed (COLUMNS), most common in the window first."""
+def behaviour_table(con, run_id: str, last: int = DEFAULT_LAST, min_share: float = MIN_TOP_SHARE,
+                    at_step: int | None = None) -> pd.DataFrame:
+    """One row per behaviour the run ever showed (COLUMNS), most common in the window first.
+    `at_step`: the table as it stood at that step (the window ends there; reviews are today's)."""
     if last < 1:
         raise ValueError(f"--last must be at least 1, not {last}")
-    since = queries.last_step(con, run_id) - int(last)
-    return summarise(queries.behaviour_totals(con, run_id, since), queries.behaviour_window(con, run_id, since),
+    end = queries.last_step(con, run_id) if at_step is None else int(at_step)
+    since = end - int(last)
+    return summarise(queries.behaviour_totals(con, run_id, since, at_step),
+                     queries.behaviour_window(con, run_id, since, at_step),
                      queries.behaviour_reviews(con, run_id), queries.held_out_evals(con, run_id), min_share)
 
 

@@ -35,9 +35,9 @@ def behaviour_step_shares(con: Con, run_ids: list[str]) -> pd.DataFrame:
     ).df()
 
 
-def behaviour_totals(con: Con, run_id: str, since_step: int) -> pd.DataFrame:
-    """Per behaviour of one run: its first step, trajectories flagged over the whole run, and over
-    the steps after `since_step` its count, summed reward, flagged and successful counts."""
+def behaviour_totals(con: Con, run_id: str, since_step: int, until_step: int | None = None) -> pd.DataFrame:
+    """Per behaviour of one run up to `until_step` (default: all): its first step, trajectories
+    flagged, and over the steps after `since_step` its count, summed reward, flagged and successful counts."""
     return con.execute(
         """
         SELECT behaviour, min(step) AS first_step, sum(flagged)::BIGINT AS flagged_ever,
@@ -45,14 +45,14 @@ def behaviour_totals(con: Con, run_id: str, since_step: int) -> pd.DataFrame:
                coalesce(sum(reward_total) FILTER (step > ?), 0.0) AS reward_total,
                coalesce(sum(flagged) FILTER (step > ?), 0)::BIGINT AS flagged,
                coalesce(sum(success) FILTER (step > ?), 0)::BIGINT AS success
-        FROM step_behaviours WHERE run_id = ? GROUP BY behaviour ORDER BY behaviour
+        FROM step_behaviours WHERE run_id = ? AND (? IS NULL OR step <= ?) GROUP BY behaviour ORDER BY behaviour
         """,
-        [int(since_step)] * 4 + [run_id],
+        [int(since_step)] * 4 + [run_id, until_step, until_step],
     ).df()
 
 
-def behaviour_window(con: Con, run_id: str, since_step: int) -> pd.DataFrame:
-    """Per behaviour, over the run's trajectories after `since_step`: how many are in the
+def behaviour_window(con: Con, run_id: str, since_step: int, until_step: int | None = None) -> pd.DataFrame:
+    """Per behaviour, over the run's trajectories after `since_step` (up to `until_step`): how many are in the
     top-reward quarter (reward at or above the 75th percentile of those rewards, `quantile_disc`,
     a null reward as 0) and how many its scorer let teach (eligible and not vetoed)."""
     return con.execute(
@@ -60,12 +60,12 @@ def behaviour_window(con: Con, run_id: str, since_step: int) -> pd.DataFrame:
         WITH w AS (
             SELECT behaviour, coalesce(reward, 0.0) AS reward,
                    coalesce(eligible, true) AND NOT coalesce(vetoed, false) AS taught
-            FROM trajectories WHERE run_id = ? AND step > ?
+            FROM trajectories WHERE run_id = ? AND step > ? AND (? IS NULL OR step <= ?)
         ), cut AS (SELECT quantile_disc(reward, 0.75) AS q FROM w)
         SELECT behaviour, count(*) FILTER (reward >= q)::BIGINT AS top_n, count(*) FILTER (taught)::BIGINT AS taught
         FROM w, cut GROUP BY behaviour ORDER BY behaviour
         """,
-        [run_id, int(since_step)],
+        [run_id, int(since_step), until_step, until_step],
     ).df()
 
 
