@@ -406,10 +406,15 @@ def mark_onset(fig: go.Figure, step: int | None, label: str = "hacking onset") -
     return fig
 
 
-# Behaviours keep one colour on every page and in every run: a hash of the behaviour's text into
-# a palette of their own (lighter than the run colours, so a behaviour is never read as a run).
-BEHAVIOUR_PALETTE = ["#64b5f6", "#ffb74d", "#ba68c8", "#4db6ac", "#dce775", "#f06292", "#a1887f", "#7986cb",
-                     "#ffd54f", "#90a4ae", "#81c784", "#e57373"]
+# Behaviours keep one colour on every page and in every run: a hash of the behaviour's text into a
+# palette of their own (plotly's Dark24 and Light24: 48 colours, so two behaviours of one chart
+# rarely share one; the refund task's common behaviours all differ).
+BEHAVIOUR_PALETTE = ["#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100", "#750D86", "#EB663B",
+                     "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE", "#862A16", "#A777F1",
+                     "#620042", "#1616A7", "#DA60CA", "#6C4516", "#0D2A63", "#AF0038", "#FD3216", "#00FE35", "#6A76FC",
+                     "#FED4C4", "#FE00CE", "#0DF9FF", "#F6F926", "#FF9616", "#479B55", "#EEA6FB", "#DC587D", "#D626FF",
+                     "#6E899C", "#00B5F7", "#B68E00", "#C9FBE5", "#FF0092", "#22FFA7", "#E3EE9E", "#86CE00", "#BC7196",
+                     "#7E7DCD", "#FC6955", "#E48F72"]
 OTHER_BEHAVIOURS = "(other)"
 
 
@@ -452,4 +457,4 @@ def divergence_bars(found: pd.DataFrame, title: str) -> go.Figure:
                              name="weighted divergence", customdata=part[["js", "weight"]].to_numpy(),
                              hovertemplate="JS %{customdata[0]:.3f} bits × weight %{customdata[1]:.2f}<extra></extra>"))
     fig.update_layout(hovermode="closest")
-    return _layout(fig, title, "state", x_title="JS (bits) × min visit share", height=320)
+    return _layout(fig, title, "state", x_title="JS (bits) × weight", height=320)
