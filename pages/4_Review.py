@@ -122,7 +122,7 @@ def show_trajectory(run_id: str, opened: str) -> None:
 def show_by_behaviour(run_id: str, lo: int, hi: int) -> None:
     """The explorer grouped: one representative per behaviour (a reviewed one where there is one,
     else the highest reward), its count and mean reward; pick a behaviour to list and open its members."""
-    groups = queries.behaviour_representatives(con, run_id, step_min=lo, step_max=hi, prefer_after=lo - 1)
+    groups = queries.behaviour_representatives(con, run_id, step_min=lo, step_max=hi)
     if groups.empty:
         st.info("No trajectory in these steps.")
         return

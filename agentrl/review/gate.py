@@ -120,7 +120,8 @@ def review_coverage(con, run_id: str, settings: GateSettings) -> tuple[GateCheck
     detail = "; ".join([f"unreviewed: {b}" for b in unreviewed["behaviour"]]
                        + [f"rejected but taught: {b}" for b in taught_rejected["behaviour"]])
     since = queries.last_step(con, run_id) - settings.last_steps
-    sample = queries.behaviour_representatives(con, run_id, list(high["behaviour"]), prefer_after=since) if len(high) \
+    sample = queries.behaviour_representatives(con, run_id, list(high["behaviour"]), step_min=since + 1,
+                                               reviewed_anywhere=True) if len(high) \
         else pd.DataFrame(columns=["step", "traj_idx", "task_id", "actions", "reward", "violation", "eligible", "verdict",
                                    "behaviour"])
     if len(sample):

@@ -129,28 +129,39 @@ def next_action_counts(con: Con, run_id: str, since_step: int, gym_states: bool)
 
 
 def behaviour_representatives(con: Con, run_id: str, behaviours: list[str] | None = None, step_min: int | None = None,
-                              step_max: int | None = None, prefer_after: int = 0) -> pd.DataFrame:
-    """One trajectory per behaviour of one run (those in `behaviours`, or all), within the step
-    range: a reviewed one if there is one, else one after step `prefer_after`, highest reward
-    first (among equals a flagged one: what a reviewer must see). With each, its behaviour's count
-    and mean reward in the range."""
+                              step_max: int | None = None, reviewed_anywhere: bool = False) -> pd.DataFrame:
+    """One trajectory per behaviour of one run (those in `behaviours`, or all) within the step
+    range: a reviewed one if there is one (with `reviewed_anywhere`, from any step of the run),
+    else the highest reward (among equals a flagged one: what a reviewer must see). With each, its
+    behaviour's count (`members`) and mean reward in the range. Reads the range and the reviewed
+    trajectories only: the gate asks it of the last K steps of a long run."""
     return con.execute(
         """
         WITH v AS (SELECT step, traj_idx, arg_max(verdict, review_id) AS verdict FROM reviews
-                   WHERE run_id = ? GROUP BY step, traj_idx),
-        t AS (
+                   WHERE run_id = $run GROUP BY step, traj_idx),
+        inrange AS (
             SELECT t.step, t.traj_idx, t.task_id, t.actions, t.reward, t.violation, t.eligible, t.vetoed, t.behaviour,
-                   coalesce(v.verdict, 'unreviewed') AS verdict,
-                   count(*) OVER (PARTITION BY t.behaviour) AS members,
-                   avg(t.reward) OVER (PARTITION BY t.behaviour) AS mean_reward,
-                   row_number() OVER (PARTITION BY t.behaviour ORDER BY v.verdict IS NOT NULL DESC, t.step > ? DESC,
-                                      t.reward DESC NULLS LAST, t.violation DESC NULLS LAST, t.step DESC,
-                                      t.traj_idx) AS rank
+                   v.verdict
             FROM trajectories t LEFT JOIN v ON v.step = t.step AND v.traj_idx = t.traj_idx
-            WHERE t.run_id = ? AND (? IS NULL OR list_contains(?, t.behaviour))
-              AND (? IS NULL OR t.step >= ?) AND (? IS NULL OR t.step <= ?)
+            WHERE t.run_id = $run AND ($behaviours IS NULL OR list_contains($behaviours, t.behaviour))
+              AND ($lo IS NULL OR t.step >= $lo) AND ($hi IS NULL OR t.step <= $hi)
+        ),
+        elsewhere AS (
+            SELECT t.step, t.traj_idx, t.task_id, t.actions, t.reward, t.violation, t.eligible, t.vetoed, t.behaviour,
+                   v.verdict
+            FROM v JOIN trajectories t ON t.run_id = $run AND t.step = v.step AND t.traj_idx = v.traj_idx
+            WHERE $anywhere AND ($behaviours IS NULL OR list_contains($behaviours, t.behaviour))
+        ),
+        stats AS (SELECT behaviour, count(*) AS members, avg(reward) AS mean_reward FROM inrange GROUP BY behaviour),
+        ranked AS (
+            SELECT c.*, row_number() OVER (PARTITION BY c.behaviour ORDER BY c.verdict IS NOT NULL DESC,
+                                           c.reward DESC NULLS LAST, c.violation DESC NULLS LAST, c.step DESC,
+                                           c.traj_idx) AS rank
+            FROM (SELECT * FROM inrange UNION ALL SELECT * FROM elsewhere) c
+            WHERE c.behaviour IN (SELECT behaviour FROM stats)
         )
-        SELECT * EXCLUDE (rank) FROM t WHERE rank = 1 ORDER BY members DESC, behaviour
+        SELECT r.* EXCLUDE (rank, verdict), coalesce(r.verdict, 'unreviewed') AS verdict, s.members, s.mean_reward
+        FROM ranked r JOIN stats s USING (behaviour) WHERE r.rank = 1 ORDER BY s.members DESC, r.behaviour
         """,
-        [run_id, int(prefer_after), run_id, behaviours, behaviours, step_min, step_min, step_max, step_max],
+        {"run": run_id, "behaviours": behaviours, "lo": step_min, "hi": step_max, "anywhere": bool(reviewed_anywhere)},
     ).df()

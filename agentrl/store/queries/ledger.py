@@ -125,12 +125,18 @@ def backfill_step_tallies(cur: Con, applied_at: datetime) -> None:
     cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('step_tallies', ?)", [applied_at])
 
 
-def backfill_behaviours(cur: Con, applied_at: datetime) -> None:
-    """A store made before behaviours existed: every trajectory's behaviour from its tool calls,
-    and their per-step tallies (a few seconds on a store of millions of trajectories)."""
+def fill_behaviours(cur: Con) -> None:
+    """Every stored trajectory without a behaviour gets its tool calls', and `step_behaviours` is
+    tallied again from all of them (trajectories that went in by SQL, not ingest: migrations, benchmarks)."""
     cur.execute(f"UPDATE trajectories SET behaviour = {BEHAVIOUR_SQL} WHERE behaviour IS NULL")
     cur.execute("DELETE FROM step_behaviours")
     aggregate_step_behaviours(cur, "trajectories")
+
+
+def backfill_behaviours(cur: Con, applied_at: datetime) -> None:
+    """A store made before behaviours existed: every trajectory's behaviour from its tool calls,
+    and their per-step tallies (a few seconds on a store of millions of trajectories)."""
+    fill_behaviours(cur)
     cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('behaviours', ?)", [applied_at])
 
 
