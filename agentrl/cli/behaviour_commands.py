@@ -59,12 +59,17 @@ def cmd_behaviours(args: argparse.Namespace) -> int:
         print(f"run {args.run_id} has no trajectories")
         return 0
     print(f"{'share':>6} {'reward':>7} {'flagged':>7} {'first':>5}  {'reviewed':<8} {'':<10} behaviour")
+    earlier = [r for r in records if r["share"] == 0]
     for r in records:
+        if r["share"] == 0:
+            continue
         reward = "" if r["mean_reward"] is None else f"{r['mean_reward']:.3f}"
         flagged = "" if r["flagged_share"] is None else f"{r['flagged_share']:.0%}"
         mark = "UNVERIFIED" if r["unverified"] else ("high" if r["high_reward"] else "")
         print(f"{r['share']:>6.0%} {reward:>7} {flagged:>7} {r['first_step']:>5}  {'yes' if r['reviewed'] else 'no':<8} "
               f"{mark:<10} {r['behaviour']}")
+    if earlier:
+        print(f"... and {len(earlier)} behaviours seen only before the last {last} steps (--json lists them)")
     unverified = sum(r["unverified"] for r in records)
     print(f"\n{unverified} unverified: high-reward (>= 5% of the top-reward quarter of the last {last} steps), "
           "never flagged, never reviewed")
