@@ -13,6 +13,7 @@ import streamlit as st
 import ui
 from agentrl import charts
 from agentrl.analysis import behaviours
+from agentrl.analysis.series import MAX_POINTS
 from agentrl.store import queries
 
 KEEP = 8  # behaviours drawn by name; the rest stack as "(other)"
@@ -30,7 +31,7 @@ def draw_run_behaviours(con, run_id: str, version, last: int, label: str | None 
         return
     unverified = set(table.loc[table["unverified"], "behaviour"])
     figure = ui.remembered(f"{key}-chart-{run_id}", (version, last), lambda: charts.behaviour_shares(
-        behaviours.lump_shares(queries.behaviour_step_shares(con, [run_id]), KEEP),
+        behaviours.lump_shares(queries.behaviour_step_shares(con, [run_id], max_steps=MAX_POINTS), KEEP),
         title=f"{label}: behaviours per step" if label else "Behaviours: share of each step's trajectories",
         unverified=unverified, title_color=color))
     ui.chart(figure, f"{key}-chart-{run_id}")

@@ -139,7 +139,8 @@ def compare_page_queries(con, steps: int) -> dict:
         "totals_for_runs": lambda picked: queries.totals_for_runs(con, picked),
         "step_metric_names_for_runs": lambda picked: queries.step_metric_names_for_runs(con, picked),
         "step_metric_for_runs": lambda picked: queries.step_metric_for_runs(con, picked, "kl"),
-        "Behaviours: behaviour_step_shares": lambda picked: queries.behaviour_step_shares(con, picked),
+        "Behaviours: behaviour_step_shares (thinned to 1,000 steps, as the page asks)":
+            lambda picked: queries.behaviour_step_shares(con, picked, max_steps=MAX_POINTS),
         "Behaviours: behaviour_table of each run (last 5 steps)":
             lambda picked: [behaviours.behaviour_table(con, run_id) for run_id in picked],
         "found divergence of the first two runs (last 5 steps)":

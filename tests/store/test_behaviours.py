@@ -134,3 +134,17 @@ def test_found_divergence_ranks_the_state_where_two_script_runs_choose_different
 def test_js_bits_is_zero_for_equal_distributions_and_one_for_disjoint_ones():
     assert behaviours.js_bits({"a": 0.5, "b": 0.5}, {"b": 0.5, "a": 0.5}) == 0.0
     assert abs(behaviours.js_bits({"a": 1.0}, {"b": 1.0}) - 1.0) < 1e-12
+
+
+def test_behaviour_shares_thinned_keep_the_first_and_last_step_and_sum_to_one(runs_dir):
+    run_id = record(runs_dir, "long", shortcut_spreads(steps=12))
+    ingest_once(runs_dir)
+    con = connect(runs_dir)
+    try:
+        whole = queries.behaviour_step_shares(con, [run_id])
+        thin = queries.behaviour_step_shares(con, [run_id], max_steps=4)
+        assert sorted(whole["step"].unique()) == list(range(1, 13))
+        assert sorted(thin["step"].unique()) == [1, 5, 9, 12]
+        assert (thin.groupby("step")["share"].sum().round(9) == 1.0).all()
+    finally:
+        con.close()

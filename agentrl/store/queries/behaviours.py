@@ -22,16 +22,22 @@ def last_step(con: Con, run_id: str) -> int:
     return int(con.execute("SELECT coalesce(max(step), 0) FROM step_behaviours WHERE run_id = ?", [run_id]).fetchone()[0])
 
 
-def behaviour_step_shares(con: Con, run_ids: list[str]) -> pd.DataFrame:
-    """Per run, step and behaviour: `n` trajectories and their `share` of the step's trajectories."""
+def behaviour_step_shares(con: Con, run_ids: list[str], max_steps: int | None = None) -> pd.DataFrame:
+    """Per run, step and behaviour: `n` trajectories and their `share` of the step's trajectories
+    (with `max_steps`, at most that many evenly spaced steps of each run, its first and last among them)."""
     return con.execute(
         """
-        WITH b AS (SELECT run_id, step, behaviour, sum(n)::BIGINT AS n FROM step_behaviours
-                   WHERE list_contains(?, run_id) GROUP BY ALL)
+        WITH span AS (SELECT run_id, min(step) AS first, max(step) AS last,
+                             greatest(1, ceil((max(step) - min(step)) / coalesce($points, 1)))::BIGINT AS stride
+                      FROM step_behaviours WHERE list_contains($runs, run_id) GROUP BY run_id),
+        b AS (SELECT t.run_id, t.step, t.behaviour, sum(t.n)::BIGINT AS n FROM step_behaviours t JOIN span s USING (run_id)
+              WHERE list_contains($runs, t.run_id)
+                AND ($points IS NULL OR (t.step - s.first) % s.stride = 0 OR t.step = s.last)
+              GROUP BY ALL)
         SELECT run_id, step, behaviour, n, n / sum(n) OVER (PARTITION BY run_id, step) AS share
         FROM b ORDER BY run_id, step, behaviour
         """,
-        [list(run_ids)],
+        {"runs": list(run_ids), "points": None if max_steps is None else max(1, int(max_steps) - 1)},
     ).df()
 
 
