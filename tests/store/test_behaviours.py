@@ -148,3 +148,27 @@ def test_behaviour_shares_thinned_keep_the_first_and_last_step_and_sum_to_one(ru
         assert (thin.groupby("step")["share"].sum().round(9) == 1.0).all()
     finally:
         con.close()
+
+
+def test_rebuild_recreates_the_behaviours_their_tallies_and_what_was_reviewed(runs_dir):
+    from agentrl.store.health import rebuild
+
+    run_id = record(runs_dir, "rebuilt", shortcut_spreads())
+    ingest_once(runs_dir)
+    con = connect(runs_dir)
+    try:
+        member = queries.behaviour_members(con, run_id, " > ".join(SHORTCUT)).iloc[0]
+        reviews.record_review(con, run_id, int(member.step), int(member.traj_idx), "approve", "alice", "")
+        before = behaviours.behaviour_table(con, run_id)
+        tallies = con.execute("SELECT * FROM step_behaviours ORDER BY ALL").fetchall()
+    finally:
+        con.close()
+    rebuild(runs_dir)
+    con = connect(runs_dir)
+    try:
+        assert con.execute("SELECT * FROM step_behaviours ORDER BY ALL").fetchall() == tallies
+        after = behaviours.behaviour_table(con, run_id)
+        assert after.drop(columns=["held_out_success"]).equals(before.drop(columns=["held_out_success"]))
+        assert after.set_index("behaviour").loc[" > ".join(SHORTCUT), "reviewed"]
+    finally:
+        con.close()
