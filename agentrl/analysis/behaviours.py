@@ -106,8 +106,10 @@ def lump_shares(shares: pd.DataFrame, keep: int = 8, other: str = "(other)") -> 
 
 
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The behaviour table as the pages show it: what a reviewer decides on first."""
-    shown = table.assign(unverified=table["unverified"].map({True: "⚠ unverified", False: ""}))
+    """The behaviour table as the pages show it: the behaviours of the window (a long run's early,
+    abandoned ones are listed by `agentrl behaviours --json`), what a reviewer decides on first."""
+    shown = table[table["n"] > 0]
+    shown = shown.assign(unverified=shown["unverified"].map({True: "⚠ unverified", False: ""}))
     return shown[["unverified", "behaviour", "first_step", "share", "mean_reward", "flagged_share", "held_out_success",
                   "reviewed", "top_share"]]
 
