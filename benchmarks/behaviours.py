@@ -12,7 +12,11 @@ Then the false alarms: the honest guarded run of the plain refund task for each 
 behaviours reviewed the way a reviewer works (one trajectory of each of the three most common
 behaviours of the last 5 steps approved); counted: runs that still show any unverified marker.
 
-    .venv/bin/python benchmarks/behaviours.py [--seeds 10] [--rounds 30] [--dagger]
+    .venv/bin/python benchmarks/behaviours.py [--seeds 10] [--rounds 30] [--dagger] [--calendar 10]
+
+`--calendar N` also trains N guarded runs of the calendar-booking example (a language-model task,
+`python -m agentrl train`, 30 steps each, seeds 0 to N-1, two at a time, about 25 s a run here)
+and counts those with an unverified marker after the same review.
 
 `--dagger` starts from the cloned policy after one DAgger round (recover -> lookup learnt), so the
 shortcut is not already a fifth of the batch at step 1 (the cloned policy's `recover` row is uniform).
@@ -21,7 +25,10 @@ shortcut is not already a fifth of the batch at step 1 (the cloned policy's `rec
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -97,11 +104,38 @@ def reviewed_guarded_run(con, run_id: str) -> list[str]:
     return list(after.loc[after["unverified"], "behaviour"])
 
 
+CALENDAR = "examples/calendar_booking/task.py:TASK"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def calendar_runs(runs_dir: Path, seeds: int, rounds: int) -> list[tuple[int, str]]:
+    """Guarded runs of the calendar example through the CLI, two at a time; (seed, final status)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done, pending = [], list(range(seeds))
+    while pending:
+        batch, pending = pending[:2], pending[2:]
+        children = []
+        for seed in batch:
+            config = runs_dir.parent / f"calendar-guarded-{seed}.json"
+            config.write_text(json.dumps({"kind": "trl", "name": f"calendar-guarded-{seed}", "task": CALENDAR,
+                                          "scorer": "guarded", "rounds": rounds, "seed": seed}))
+            children.append((seed, subprocess.Popen(
+                [sys.executable, "-m", "agentrl", "train", "--config", str(config), "--runs-dir", str(runs_dir),
+                 "--quiet", "--no-ingest"], cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True)))
+        for seed, child in children:
+            out, _ = child.communicate()
+            last = out.strip().splitlines()[-1] if out.strip() else f"exit {child.returncode}"
+            done.append((seed, next((word for word in ("succeeded", "failed", "cancelled") if f" {word}" in last), last)))
+    return done
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--dagger", action="store_true", help="start after one DAgger round")
+    parser.add_argument("--calendar", type=int, default=0, help="also N guarded runs of the calendar example (LM)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agentrl-behaviours-") as scratch:
         runs_dir = Path(scratch) / "runs"
@@ -136,6 +170,27 @@ def main() -> None:
             print(f"honest guarded runs with any unverified marker after review: {alarms} of {len(ids)} (target 0)")
         finally:
             con.close()
+        if args.calendar:
+            calendar_dir = Path(scratch) / "calendar" / "runs"
+            calendar_dir.mkdir(parents=True)
+            statuses = calendar_runs(calendar_dir, args.calendar, 30)
+            ingest_once(calendar_dir)
+            con = connect(calendar_dir)
+            try:
+                print(f"\nguarded runs of the calendar example, 30 steps ({CALENDAR})")
+                alarms = 0
+                said = {f"calendar-guarded-{seed}": status for seed, status in statuses}
+                for run in queries.list_runs(con).sort_values("name").itertuples():
+                    status = said.get(run.name, "?")
+                    left = reviewed_guarded_run(con, run.run_id)
+                    alarms += bool(left)
+                    top = behaviours.behaviour_table(con, run.run_id, LAST).head(1)
+                    print(f"{run.name:>20} ({status}): top {top['behaviour'].iloc[0]!r} {top['share'].iloc[0]:.0%}; "
+                          f"unverified after review: {'; '.join(left) or 'none'}")
+                print(f"honest guarded calendar runs with any unverified marker after review: {alarms} of {len(statuses)} "
+                      "(target 0)")
+            finally:
+                con.close()
 
 
 if __name__ == "__main__":
