@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentrl.cli import (behaviour_commands, bench_commands, import_commands, launch_commands, lm_commands, monitor_commands, review_commands,
-                         run_commands, store_commands)
+from agentrl.cli import (behaviour_commands, bench_commands, import_commands, launch_commands, lm_commands, monitor_commands,
+                         review_commands, run_commands, store_commands)
 from agentrl.cli.common import UsageError
 from agentrl.config import ConfigError
 from agentrl.record.rundir import RunsDirError

@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     behaviours = sub.add_parser("behaviours", help="a run's behaviours over its last K steps: share, reward, flags, "
                                                    "reviewed, and which high-reward ones are unverified")
     behaviours.add_argument("run_id", help="the run (see `python -m agentrl runs`)")
-    behaviours.add_argument("--last", type=int, default=DEFAULT_LAST, help=f"K: the window of last steps (default {DEFAULT_LAST})")
+    behaviours.add_argument("--last", type=int, default=DEFAULT_LAST,
+                            help=f"K: the window of last steps (default {DEFAULT_LAST})")
     behaviours.add_argument("--json", action="store_true", help="print a JSON list of behaviours")
     add_runs_dir(behaviours)
     behaviours.set_defaults(func=cmd_behaviours)
