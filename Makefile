@@ -51,6 +51,7 @@ bench: install install-ray browser
 	$(BIN)/python benchmarks/page_queries.py
 	$(BIN)/python benchmarks/parallel_scoring.py
 	$(BIN)/python benchmarks/onset.py --rounds 40
+	$(BIN)/python benchmarks/behaviours.py
 	$(BIN)/python benchmarks/ray_backend.py
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/lm_pair.py
 

@@ -73,6 +73,7 @@ class RolloutScore:
     penalty: float  # the guarded scorer's penalty terms, summed (0 for outcome-only)
     actions: list[str]
     fields: dict  # the task's own trajectory columns (states, amount, duplicate_effect, ...)
+    behaviour: str | None = None  # what it did (the task's `behaviour`, else its calls)
 
 
 def score_rollouts(task, scorer: str, values: dict[str, list], completions: list, environments: list | None) -> list[RolloutScore]:
@@ -109,7 +110,7 @@ def score_rollouts(task, scorer: str, values: dict[str, list], completions: list
         scores.append(RolloutScore(
             reward=reward, components=components, eligible=verdict.eligible if guarded else True,
             violation=verdict.violation, success=bool(success), reason=verdict.reason, penalty=penalty,
-            actions=actions, fields=fields,
+            actions=actions, fields=fields, behaviour=task.behaviour(environment, completion, actions),
         ))
     return scores
 

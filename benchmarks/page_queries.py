@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentrl.bench.scale import compare_page_queries, review_page_queries  # noqa: E402
-from agentrl.store.queries.ledger import aggregate_step_components, aggregate_step_tallies  # noqa: E402
+from agentrl.store.queries.ledger import aggregate_step_components, aggregate_step_tallies, fill_behaviours  # noqa: E402
 from agentrl.store.ingest import connect  # noqa: E402
 
 BUDGET_MS = 300.0
@@ -98,6 +98,7 @@ def fill(con, steps: int, per_step: int) -> None:
     # Compare reads the component sums, the gate and the onset the tallies.
     aggregate_step_components(con, "trajectories")
     aggregate_step_tallies(con, "trajectories")
+    fill_behaviours(con)
 
 
 def timed(fn, repeat: int) -> float:

@@ -11,9 +11,10 @@ from agentrl.analysis.series import downsample, smooth
 from agentrl.monitor import store_onset
 from agentrl.record.rundir import RunDir
 from agentrl.store import queries
+from ui.behaviours import draw_run_behaviours, window_control
 from ui.pickers import run_picker
 
-MORE_PANELS = ["Vetoes", "Policy", "Updates", "Memory", "Engine metrics"]
+MORE_PANELS = ["Behaviours", "Vetoes", "Policy", "Updates", "Memory", "Engine metrics"]
 
 svc = ui.page("Live")
 st.title("Live run")
@@ -123,6 +124,8 @@ def draw_charts(con, run: dict, version) -> None:
 
     # More panels on demand: each one drawn only when asked for (the page stays quick to draw).
     more = st.pills("More panels", MORE_PANELS, selection_mode="multi", key="panels", bind="query-params")
+    if "Behaviours" in more:
+        draw_run_behaviours(con, run_id, version, window_control("behaviours-last"))
     if "Vetoes" in more:
         if figures["vetoes"] is None:
             st.caption("This engine has no guarded scorer: nothing is vetoed.")

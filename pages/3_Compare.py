@@ -9,6 +9,7 @@ from agentrl.analysis import compare, live
 from agentrl.analysis.series import MAX_POINTS, downsample, smooth
 from agentrl.monitor import store_onset
 from agentrl.store import queries
+from ui.behaviours import draw_found_divergence, draw_run_behaviours, window_control
 from ui.pickers import colors_of, legend, runs_picker
 
 svc = ui.page("Compare")
@@ -28,7 +29,7 @@ colors = colors_of(runs[runs["run_id"].isin(picked)])
 legend(labels, colors)
 active = any(live.is_active(s) for s in runs.set_index("run_id").loc[picked, "status"])
 
-VIEWS = ["Rates", "Action distribution", "Vetoes and clipping", "Reward components", "Engine metrics", "Held-out",
+VIEWS = ["Rates", "Behaviours", "Action distribution", "Vetoes and clipping", "Reward components", "Engine metrics", "Held-out",
          "Imitation ladder", "Throughput"]
 
 
@@ -81,10 +82,27 @@ def draw_rates(con, picked, version, steps) -> None:
                                         "Violation rate", labels, colors)), "violation", right)
 
 
+def draw_behaviours(con, picked, version, steps) -> None:
+    last = window_control("behaviours-last")
+    cols = st.columns(min(len(picked), 2))
+    for i, run_id in enumerate(picked):
+        with cols[i % len(cols)]:
+            draw_run_behaviours(con, run_id, version, last, labels[run_id], colors[run_id], key=f"behaviours-{i}")
+
+
+def draw_found(con, picked, version, last: int, a_run: str | None = None, b_run: str | None = None) -> None:
+    if len(picked) < 2:
+        st.caption("Pick two runs to see where their next actions differ, found from their trajectories.")
+        return
+    draw_found_divergence(con, a_run or picked[0], b_run or picked[1], labels, version, last)
+
+
 def draw_distributions(con, picked, version, steps) -> None:
     states = queries.sensitive_states_for_runs(con, picked)
     if not states:
-        st.info("These runs recorded no action distributions at sensitive states.")
+        st.info("These runs recorded no action distributions at declared decision points; below, the states "
+                "where they differ most, found from their trajectories.")
+        draw_found(con, picked, version, window_control("found-last"))
         return
     c1, c2, c3 = st.columns([1, 1, 2])
     state = c1.selectbox("State", states, key="state", bind="query-params", help="A decision point of the runs' task (the refund task's is known_high, where the approval decision lives).")
@@ -109,6 +127,8 @@ def draw_distributions(con, picked, version, steps) -> None:
     for i, run_id in enumerate(picked):
         part = history[history["run_id"] == run_id]
         ui.chart(charts.action_drift_heatmap(part, state, labels[run_id]), f"drift-{i}", cols[i % len(cols)])
+    st.divider()  # beside the declared decision points, the ones found from the trajectories
+    draw_found(con, picked, version, window_control("found-last"), a_run, b_run if b_run != a_run else None)
 
 
 def draw_vetoes(con, picked, version, steps) -> None:
@@ -193,7 +213,7 @@ def draw_throughput(con, picked, version, steps) -> None:
         ui.table(totals.assign(run=totals["run_id"].map(labels)), key="totals", name="run_totals")
 
 
-DRAW = {"Rates": draw_rates, "Action distribution": draw_distributions, "Vetoes and clipping": draw_vetoes,
+DRAW = {"Rates": draw_rates, "Behaviours": draw_behaviours, "Action distribution": draw_distributions, "Vetoes and clipping": draw_vetoes,
         "Reward components": draw_components, "Engine metrics": draw_metrics, "Held-out": draw_held_out,
         "Imitation ladder": draw_ladder, "Throughput": draw_throughput}
 

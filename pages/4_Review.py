@@ -119,6 +119,30 @@ def show_trajectory(run_id: str, opened: str) -> None:
         ui.table(history, key=f"history-{opened}", name=f"{run_id}-{step}-{traj_idx}-reviews")
 
 
+def show_by_behaviour(run_id: str, lo: int, hi: int) -> None:
+    """The explorer grouped: one representative per behaviour (a reviewed one where there is one,
+    else the highest reward), its count and mean reward; pick a behaviour to list and open its members."""
+    groups = queries.behaviour_representatives(con, run_id, step_min=lo, step_max=hi)
+    if groups.empty:
+        st.info("No trajectory in these steps.")
+        return
+    ui.table(review.trajectory_table(groups), key=f"groups-{run_id}", name=f"{run_id}-behaviours-representatives",
+             column_config={"reward": st.column_config.NumberColumn(format="%.3f"),
+                            "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f")})
+    chosen = st.selectbox("Behaviour", groups["behaviour"].tolist(), key="behaviour-open",
+                          format_func=lambda b: f"{b} ({int(groups.set_index('behaviour').at[b, 'members'])})")
+    members = queries.behaviour_members(con, run_id, chosen, since_step=lo - 1, limit=500)
+    members = members[members["step"] <= hi]
+    event = ui.table(review.trajectory_table(members), key=f"members-{run_id}", name=f"{run_id}-behaviour-members",
+                     on_select="rerun", selection_mode="single-row",
+                     column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
+    keys = [transcript.key(r.step, r.traj_idx) for r in members.itertuples()]
+    descriptions = {k: f"step {r.step} · #{r.traj_idx} · {r.task_id} · reward {r.reward:.3f} · {r.verdict}"
+                    for k, r in zip(keys, members.itertuples())}
+    rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
+    show_trajectory(run_id, open_trajectory(run_id, keys, descriptions, rows))
+
+
 if explore.open:
     with explore, ui.shown_errors("explore the trajectories"):
         first, last = queries.step_range(con, run_id)
@@ -131,41 +155,50 @@ if explore.open:
             lo, hi = f1.slider("Steps", first, max(last, first + 1), (max(first, last - int(last_n) + 1), last),
                                key=f"steps-{run_id}-{last_n}")
             tasks = f2.multiselect("Tasks", queries.trajectory_task_ids(con, run_id), placeholder="all tasks")
-            flag_cols = st.columns(len(FLAGS) + 3)
-            flags = {}
-            for col, (label, column) in zip(flag_cols, FLAGS.items()):
-                choice = col.selectbox(label, list(YES_NO), key=f"flag-{label}")
-                if YES_NO[choice] is not None:
-                    flags[column] = YES_NO[choice]
-            verdict = flag_cols[-3].selectbox("verdict", ["any", "unreviewed", "approve", "reject"])
-            order = flag_cols[-2].selectbox("sort by reward", ["highest first", "lowest first"],
-                                            help="Equal rewards list violating trajectories first.")
-            top_k = flag_cols[-1].number_input("top k", min_value=1, max_value=10_000, value=10)
-            found = queries.find_trajectories(
-                con, run_id, step_min=lo, step_max=hi, task_ids=tasks or None, flags=flags,
-                verdict=None if verdict == "any" else verdict, descending=order == "highest first", limit=int(top_k),
-            )
-            if found.empty:
-                st.info("No trajectory matches these filters.")
+            grouped = st.toggle("Group by behaviour", key="by-behaviour",
+                                help="One row per behaviour (its tool calls, or what the task calls it) in these "
+                                     "steps: a representative, how many trajectories share it and their mean reward.")
+            if grouped:
+                show_by_behaviour(run_id, lo, hi)
             else:
-                keys = [transcript.key(r.step, r.traj_idx) for r in found.itertuples()]
-                # A picked row is resolved against the table as the user saw it: one that changed since
-                # (new trajectories of a live run) starts the selection again, never opens another row.
-                event = ui.table(review.trajectory_table(found), key=ui.selection_key(f"found-{run_id}", keys),
-                                 name=f"{run_id}-trajectories", on_select="rerun", selection_mode="single-row",
-                                 column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
-                descriptions = {k: f"step {r.step} · #{r.traj_idx} · {r.task_id} · reward {r.reward:.3f} · {r.verdict}"
-                                for k, r in zip(keys, found.itertuples())}
-                rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
-                show_trajectory(run_id, open_trajectory(run_id, keys, descriptions, rows))
+                flag_cols = st.columns(len(FLAGS) + 3)
+                flags = {}
+                for col, (label, column) in zip(flag_cols, FLAGS.items()):
+                    choice = col.selectbox(label, list(YES_NO), key=f"flag-{label}")
+                    if YES_NO[choice] is not None:
+                        flags[column] = YES_NO[choice]
+                verdict = flag_cols[-3].selectbox("verdict", ["any", "unreviewed", "approve", "reject"])
+                order = flag_cols[-2].selectbox("sort by reward", ["highest first", "lowest first"],
+                                                help="Equal rewards list violating trajectories first.")
+                top_k = flag_cols[-1].number_input("top k", min_value=1, max_value=10_000, value=10)
+                found = queries.find_trajectories(
+                    con, run_id, step_min=lo, step_max=hi, task_ids=tasks or None, flags=flags,
+                    verdict=None if verdict == "any" else verdict, descending=order == "highest first", limit=int(top_k),
+                )
+                if found.empty:
+                    st.info("No trajectory matches these filters.")
+                else:
+                    keys = [transcript.key(r.step, r.traj_idx) for r in found.itertuples()]
+                    # A picked row is resolved against the table as the user saw it: one that changed since
+                    # (new trajectories of a live run) starts the selection again, never opens another row.
+                    event = ui.table(review.trajectory_table(found), key=ui.selection_key(f"found-{run_id}", keys),
+                                     name=f"{run_id}-trajectories", on_select="rerun", selection_mode="single-row",
+                                     column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
+                    descriptions = {k: f"step {r.step} · #{r.traj_idx} · {r.task_id} · reward {r.reward:.3f} · {r.verdict}"
+                                    for k, r in zip(keys, found.itertuples())}
+                    rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
+                    show_trajectory(run_id, open_trajectory(run_id, keys, descriptions, rows))
+
 
 if gate_tab.open:
     with gate_tab, ui.shown_errors("evaluate the promotion gate"):
         g1, g2, g3 = st.columns(3)
         min_success = g1.slider("Held-out success at least", 0.0, 1.0, 0.75, 0.05)
-        top_k = g2.number_input("Top-k trajectories to review", 1, 100, 5)
-        last_steps = g3.number_input("…from the last N steps", 1, 10_000, 3)
-        settings = gate.GateSettings(min_success=min_success, top_k=int(top_k), last_steps=int(last_steps))
+        defaults = gate.GateSettings()
+        last_steps = g2.number_input("Review coverage over the last K steps", 1, 10_000, defaults.last_steps)
+        min_share = g3.number_input("…every behaviour with at least this share of the top-reward quarter", 0.01, 1.0,
+                                    defaults.min_share, 0.01)
+        settings = gate.GateSettings(min_success=min_success, last_steps=int(last_steps), min_share=float(min_share))
         report = gate.evaluate_gate(con, svc.runs_dir, run_id, settings)
         ui.table(gate.checks_table(report), key=f"gate-{run_id}", name=f"{run_id}-gate")
         state = gate.current_state(con, run_id)
@@ -174,8 +207,9 @@ if gate_tab.open:
         else:
             st.error(f"The gate fails: {len(report.failed)} of {len(report.checks)} checks. Run state: {state}.")
         if report.sample is not None:
-            st.markdown(f"**The gate's sample**: exactly the {len(report.sample)} trajectories its review check counts "
-                        "(highest reward first; equal rewards, violations first). Open one on the Trajectories tab.")
+            st.markdown(f"**The gate's sample**: one trajectory for each of the {len(report.sample)} high-reward "
+                        "behaviours its review coverage counts (a reviewed one where there is one). Open one on the "
+                        "Trajectories tab, grouped by behaviour.")
             ui.table(review.trajectory_table(report.sample), key=f"sample-{run_id}", name=f"{run_id}-gate-sample",
                      column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
         override = ""

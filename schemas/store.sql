@@ -62,11 +62,13 @@ CREATE TABLE IF NOT EXISTS trajectories (
     prompt           VARCHAR,              -- LM runs only
     completion       VARCHAR,              -- LM runs only
     verifier_reason  VARCHAR,              -- why the verifier scored it so (coding runs: the sandbox)
-    extras           MAP(VARCHAR, VARCHAR) -- further per-completion columns a trainer logged (TRL's log_extra)
+    extras           MAP(VARCHAR, VARCHAR), -- further per-completion columns a trainer logged (TRL's log_extra)
+    behaviour        VARCHAR               -- what it did (agentrl.record.behaviour): filled in at ingest when a row has none
 );
 -- Stores made before the columns existed get them here (idempotent).
 ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS verifier_reason VARCHAR;
 ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS extras MAP(VARCHAR, VARCHAR);
+ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS behaviour VARCHAR;  -- filled by migration 'behaviours'
 
 -- The policy's action distribution at each sensitive state; step 0 is the starting policy.
 CREATE TABLE IF NOT EXISTS action_probs (
@@ -171,6 +173,22 @@ CREATE TABLE IF NOT EXISTS step_tallies (
     best                 DOUBLE NOT NULL,
     top                  INTEGER NOT NULL,
     top_flagged          INTEGER NOT NULL
+);
+
+-- Per-step tallies of each behaviour (`agentrl.record.behaviour`), kept at ingest in the
+-- transaction that adds the step's trajectories, one row per run, step, behaviour and commit (all
+-- columns add up, so a step split over commits is summed). The Behaviours view, `agentrl
+-- behaviours` and the gate's coverage check read these instead of every trajectory. `rebuild`
+-- recreates it; an older store gets it, and its trajectories' behaviours, on its first
+-- read-write open (migration 'behaviours').
+CREATE TABLE IF NOT EXISTS step_behaviours (
+    run_id       VARCHAR NOT NULL,
+    step         INTEGER NOT NULL,
+    behaviour    VARCHAR NOT NULL,
+    n            INTEGER NOT NULL,          -- trajectories of the behaviour
+    reward_total DOUBLE NOT NULL,           -- sum of their rewards (a null reward counts as 0)
+    flagged      INTEGER NOT NULL,          -- of them flagged by the verifier (violation)
+    success      INTEGER NOT NULL           -- of them that succeeded
 );
 
 -- Data migrations applied to this store (what DDL alone cannot do: filling a new table).

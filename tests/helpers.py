@@ -60,3 +60,34 @@ def fill_disk(folder) -> "Path":
             except OSError:
                 pass
     return filler
+
+
+def record_script_run(runs_dir, name: str, steps, scorer: str = "outcome") -> str:
+    """A run recorded through `agentrl.init` (no gym, no decision points): `steps` is a list of
+    steps, each a list of (actions, reward, violation). Returns its run id."""
+    import agentrl
+
+    with agentrl.init(name=name, runs_dir=runs_dir, total_steps=len(steps), scorer=scorer) as run:
+        for step, rows in enumerate(steps, start=1):
+            run.log_trajectories(step, [
+                {"traj_idx": i, "task_id": f"t{i % 2}", "reward": reward, "actions": list(actions), "violation": violation,
+                 "success": reward > 0, "eligible": not (violation and scorer == "guarded"),
+                 "vetoed": violation and scorer == "guarded"}
+                for i, (actions, reward, violation) in enumerate(rows)])
+            run.log_step(step, {})
+    return run.run_id
+
+
+HONEST = ("lookup", "request_approval", "refund", "finish")
+SHORTCUT = ("refund", "finish")  # pays more than honest work, and no verifier flags it
+FLAGGED = ("lookup", "refund", "finish")  # a shortcut the verifier knows
+
+
+def shortcut_spreads(shortcut_from: int = 4, steps: int = 8) -> list:
+    """Eight trajectories a step: honest ones, one flagged shortcut, and from `shortcut_from` on,
+    the unflagged shortcut in half of them."""
+    out = []
+    for step in range(1, steps + 1):
+        taken = 4 if step >= shortcut_from else 0
+        out.append([(SHORTCUT, 0.9, False)] * taken + [(HONEST, 0.8, False)] * (7 - taken) + [(FLAGGED, 0.85, True)])
+    return out

@@ -4,6 +4,7 @@ on the side with more of the run, so the step axis keeps to the run's steps."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from agentrl import charts
@@ -40,3 +41,20 @@ def test_a_run_with_one_hardware_sample_is_drawn_on_a_minute_of_time():
     long = pd.DataFrame({"ts": pd.date_range("2026-12-01", periods=3, freq="min"), "rss_bytes": [1e6] * 3,
                          "cpu_percent": [1.0] * 3, "gpu_allocated_bytes": [None] * 3})
     assert charts.memory_usage(long).layout.xaxis.range is None  # a longer run keeps plotly's own range
+
+
+def test_behaviour_shares_stack_each_behaviour_in_its_own_colour_on_every_chart():
+    shares = pd.DataFrame({"step": [1, 1, 2, 2], "behaviour": ["a > b", "c", "a > b", "c"], "share": [0.75, 0.25, 0.5, 0.5]})
+    fig = charts.behaviour_shares(shares, unverified={"c"})
+    assert [t.name for t in fig.data] == ["a > b", "⚠ c"]  # most common at the bottom; unverified marked
+    assert all(t.stackgroup == "one" for t in fig.data)
+    again = charts.behaviour_shares(shares[shares["behaviour"] == "c"])
+    assert again.data[0].line.color == fig.data[1].line.color == charts.behaviour_color("c")
+    assert len({charts.behaviour_color(b) for b in ("lookup > refund > finish", "refund > finish",
+                                                    "lookup > request_approval > refund > finish")}) == 3
+
+
+def test_divergence_bars_rank_states_by_weighted_divergence():
+    found = pd.DataFrame({"state": ["s1", "s2"], "js": [0.5, 0.9], "weight": [1.0, 0.1]})
+    fig = charts.divergence_bars(found, "found")
+    assert list(fig.data[0].y) == ["s2", "s1"] and list(fig.data[0].x) == [0.9 * 0.1, 0.5]  # the largest on top

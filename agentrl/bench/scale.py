@@ -123,6 +123,7 @@ def _p95(fn, repeat: int) -> float:
 def compare_page_queries(con, steps: int) -> dict:
     """Every query Compare makes, by name, each a function of the runs picked (as the page asks:
     long series thinned to the points a chart draws). `benchmarks/page_queries.py` times these too."""
+    from agentrl.analysis import behaviours
     from agentrl.store import queries
 
     return {
@@ -138,6 +139,12 @@ def compare_page_queries(con, steps: int) -> dict:
         "totals_for_runs": lambda picked: queries.totals_for_runs(con, picked),
         "step_metric_names_for_runs": lambda picked: queries.step_metric_names_for_runs(con, picked),
         "step_metric_for_runs": lambda picked: queries.step_metric_for_runs(con, picked, "kl"),
+        "Behaviours: behaviour_step_shares (thinned to 1,000 steps, as the page asks)":
+            lambda picked: queries.behaviour_step_shares(con, picked, max_steps=MAX_POINTS),
+        "Behaviours: behaviour_table of each run (last 5 steps)":
+            lambda picked: [behaviours.behaviour_table(con, run_id) for run_id in picked],
+        "found divergence of the first two runs (last 5 steps)":
+            lambda picked: behaviours.run_divergence(con, picked[0], picked[1 % len(picked)]),
     }
 
 
@@ -162,6 +169,10 @@ def review_page_queries(con, runs_dir: Path, one: str, steps: int) -> dict:
         "reviews_for_run": lambda: queries.reviews_for_run(con, one),
         "promotions": lambda: queries.promotions(con, one),
         "evaluate_gate (all checks)": lambda: gate.evaluate_gate(con, runs_dir, one),
+        "behaviour_representatives (grouped by behaviour, last 3 steps)": lambda: queries.behaviour_representatives(
+            con, one, step_min=steps - 2, step_max=steps),
+        "behaviour_members (one behaviour, last 3 steps)": lambda: queries.behaviour_members(
+            con, one, "lookup > request_approval > refund > finish", since_step=steps - 3),
     }
 
 

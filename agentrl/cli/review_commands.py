@@ -30,8 +30,11 @@ def _gate_options(parser: argparse.ArgumentParser) -> None:
 
     defaults = GateSettings()
     parser.add_argument("--min-success", type=float, default=defaults.min_success, help="held-out success at least this (0..1)")
-    parser.add_argument("--top-k", type=int, default=defaults.top_k, help="highest-reward trajectories that must be approved")
-    parser.add_argument("--last-steps", type=int, default=defaults.last_steps, help="... taken from the run's last this-many steps")
+    parser.add_argument("--last-steps", type=int, default=defaults.last_steps,
+                        help=f"review coverage: the run's last this-many steps (default {defaults.last_steps}) ...")
+    parser.add_argument("--min-share", type=float, default=defaults.min_share,
+                        help=f"... where every behaviour holding this share of the top-reward quarter must be reviewed "
+                             f"(default {defaults.min_share})")
 
 
 def _trajectory(parser: argparse.ArgumentParser) -> None:
@@ -138,7 +141,7 @@ def _settings(args: argparse.Namespace):
     from agentrl.review.gate import GateError, GateSettings
 
     try:
-        return GateSettings(min_success=args.min_success, top_k=args.top_k, last_steps=args.last_steps)
+        return GateSettings(min_success=args.min_success, last_steps=args.last_steps, min_share=args.min_share)
     except GateError as error:
         raise UsageError(str(error)) from None
 
@@ -170,7 +173,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
             for check in report.checks:
                 print(f"{'pass' if check.passed else 'FAIL'}  {check.name}: {check.figure}" + (f" ({check.detail})" if check.detail else ""))
             if report.sample is not None:
-                print(f"\nthe gate's sample ({len(report.sample)} trajectories):")
+                print(f"\nthe gate's sample: one trajectory per high-reward behaviour ({len(report.sample)}):")
                 _print_table(reviews.trajectory_table(report.sample))
             print(f"\ngate {'passes' if report.passed else 'fails'}; run state: {gate.current_state(con, args.run_id)}")
     return 0 if report.passed else 1

@@ -63,6 +63,9 @@ class Engine:
     policy: PolicySupport | None = None
     pair: bool = True  # the outcome-vs-guarded pair is meaningful
     form_step_delay: float = 0.0  # the Launch form's starting step delay (so a fast run can be watched)
+    # Its trajectories' `states` are a gym's named states, the same across runs (found divergence
+    # compares them); otherwise states are read as the calls so far (an LM's are texts).
+    gym_states: bool = False
     form_fields: tuple[str, ...] = field(default=())  # fields the Launch form shows, in order (empty: all simple ones)
     runs_any_command: bool = False  # its config names a program to run: the dashboard starts it only when allowed
 
@@ -116,7 +119,7 @@ ENGINES: dict[str, Engine] = {
             kind="tabular", title="tabular policy (SPEC 1-8, seconds on a CPU)", config_type=TabularConfig,
             entry="agentrl.engines.tabular.engine:run_tabular", cost=_tabular_cost,
             policy=PolicySupport("policy.json", replay_probes="agentrl.engines.tabular.engine:replay_probes"),
-            form_step_delay=0.25,
+            form_step_delay=0.25, gym_states=True,
         ),
         Engine(
             kind="trl", title="language model (TRL GRPO + LoRA)", config_type=TrlConfig,

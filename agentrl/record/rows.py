@@ -77,6 +77,7 @@ class TrajectoryRecord:
     completion: str | None = None
     verifier_reason: str | None = None
     extras: dict[str, str] | None = None  # further columns a trainer logged per completion (TRL's log_extra), as text
+    behaviour: str | None = None  # what it did (agentrl.record.behaviour); None: its tool calls, filled in at ingest
 
 
 @record

@@ -20,11 +20,13 @@ class GateSettings:
     """What the gate demands; the defaults are what the Review page starts with."""
 
     min_success: float = 0.75  # held-out success rate at or above this
-    top_k: int = 5  # highest-reward trajectories that must all be approved ...
-    last_steps: int = 3  # ... taken from the run's last this-many steps
+    last_steps: int = 5  # K: the review coverage looks at the run's last this-many steps ...
+    min_share: float = 0.05  # ... where every behaviour holding this much of the top-reward quarter is reviewed
 
     def __post_init__(self):
         if not 0.0 <= self.min_success <= 1.0:
             raise GateError(f"min_success must be between 0 and 1, not {self.min_success}")
-        if self.top_k < 1 or self.last_steps < 1:
-            raise GateError("top_k and last_steps must be at least 1")
+        if not 0.0 < self.min_share <= 1.0:
+            raise GateError(f"min_share must be above 0 and at most 1, not {self.min_share}")
+        if self.last_steps < 1:
+            raise GateError("last_steps must be at least 1")

@@ -113,8 +113,9 @@ def fixtures_table(con, kind: str, scorer: str) -> pd.DataFrame:
 
 
 # What a reviewer decides on, first; the rest after (a narrow table still shows the verdict).
-TRAJECTORY_COLUMNS = ("step", "traj_idx", "task_id", "reward", "verdict", "violation", "eligible", "actions", "success",
-                      "vetoed", "duplicate_effect", "updated", "reviews", "amount")
+TRAJECTORY_COLUMNS = ("step", "traj_idx", "task_id", "reward", "verdict", "violation", "eligible", "behaviour", "members",
+                      "mean_reward", "top_share", "actions", "success", "vetoed", "duplicate_effect", "updated", "reviews",
+                      "amount")
 
 
 def trajectory_table(found: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,8 @@ A tick costs the same at step 15,625 as at step 10 (`agentrl.store.discovery`: a
 is listed when first seen and after it ends; in between a tick looks for the next commit number).
 Every run's new commits go in together, bounded per transaction. Chunks may sit behind an fsspec
 URL (run.json's `chunks_url`). A commit's trajectories bring their per-step reward-component sums
-(`step_components`) in the same transaction. A compacted commit (`agentrl.store.compact`) whose
+(`step_components`), the monitor's tallies and each behaviour's tallies (`step_behaviours`; a row
+without a behaviour gets its tool calls') in the same transaction. A compacted commit (`agentrl.store.compact`) whose
 replaced commits the store holds already enters the ledger without its rows.
 """
 
@@ -47,9 +48,11 @@ from agentrl.store import decisions
 from agentrl.store.discovery import Cursor, Unit, commit_unit, legacy_units, new_commits, path_signature, replaced_markers
 from agentrl.store.loop import BackgroundIngest  # noqa: F401 - the dashboard's loop, imported from here
 from agentrl.store.queries.ledger import (
+    aggregate_step_behaviours,
     aggregate_step_components,
     aggregate_step_tallies,
     fail_lost_run,
+    insert_trajectories,
     last_stored_step,
     take_without_rows,
     unfinished_runs,
@@ -481,11 +484,13 @@ class Ingestor:
             for table, parts in by_table.items():
                 chunk = pa.concat_tables(parts)
                 cur.register("chunk_rows", chunk)
-                # Table names come from CHUNK_TABLES, never from input.
-                cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM chunk_rows")
-                if table == "trajectories":  # the per-step aggregates Compare and the monitor read, in the same transaction
+                if table == "trajectories":  # with the per-step aggregates Compare, the monitor and Behaviours read
+                    insert_trajectories(cur)
                     aggregate_step_components(cur)
                     aggregate_step_tallies(cur)
+                    aggregate_step_behaviours(cur)
+                else:  # table names come from CHUNK_TABLES, never from input
+                    cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM chunk_rows")
                 cur.unregister("chunk_rows")
             cur.register("ledger_rows", ledger)
             cur.execute("INSERT INTO ingested_files BY NAME SELECT * FROM ledger_rows")

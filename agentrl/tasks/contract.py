@@ -14,7 +14,10 @@ A task is one `Task` object:
 - `decision_points` (optional): named conversation prefixes where the next-tool distribution is
   recorded every step, the language model's sensitive states;
 - `exploit_probes()` (optional): rows the run plays greedily at its end, for the promotion gate;
-- `demonstrations()` (optional): complete conversations to warm-start a tiny model on.
+- `demonstrations()` (optional): complete conversations to warm-start a tiny model on;
+- `behaviour(environment, completion) -> str` (optional): what a rollout did, said better than the
+  default (its tool calls' names joined by " > ", `agentrl.record.behaviour`): the Behaviours view,
+  review by behaviour and the gate's coverage group rollouts by it.
 
 The scorers (`agentrl.scorers`) are the same for every task: `outcome` pays the weighted sum of
 the reward functions; `guarded` adds the verdict's penalties and vetoes what is not eligible.
@@ -29,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentrl.record.behaviour import clip, default_behaviour
 from agentrl.scorers import called_tools  # noqa: F401  (part of the task contract's API)
 from typing import Any
 
@@ -152,7 +156,8 @@ class Task:
     (`states`, `actions`, `amount`, `duplicate_effect`; by default the actions are the tools
     called). `sandbox_bytes`: memory the task's tools use outside the trainer (sandboxed test
     runs), for the memory budget. `demonstrations()` (optional): complete conversations a tiny
-    model can be cloned on (`python -m agentrl build-tiny-model --task ...`). `default_model`
+    model can be cloned on (`python -m agentrl build-tiny-model --task ...`). `behaviour(environment,
+    completion)` (optional) names what a rollout did (default: its tool calls). `default_model`
     (optional): the model folder a run uses when its config names none (the built-in tasks' tiny
     models); without one, such a run uses the built-in refund model.
     """
@@ -164,7 +169,7 @@ class Task:
                  exploit_probes: Callable[[], Any] | Sequence[Row] = (), violation_penalty: float = DEFAULT_VIOLATION_PENALTY,
                  description: str = "", trajectory_fields: Callable[[Any], Mapping[str, Any]] | None = None,
                  sandbox_bytes: int = 0, demonstrations: Callable[[], list] | None = None,
-                 default_model: str | Path | None = None):
+                 default_model: str | Path | None = None, behaviour: Callable[[Any, Any], str] | None = None):
         self.name = name
         self.environment_factory = environment_factory
         self.reward_funcs = list(reward_funcs) if isinstance(reward_funcs, Sequence) else reward_funcs
@@ -180,6 +185,7 @@ class Task:
         self.sandbox_bytes = sandbox_bytes
         self.demonstrations = demonstrations
         self.default_model = default_model
+        self.behaviour_of = behaviour
 
     def __repr__(self) -> str:
         return f"Task({self.name!r})"
@@ -202,6 +208,15 @@ class Task:
 
     def verify(self, environment: Any, completion: Any) -> Verdict:
         return Verdict.of(self.verifier(environment, completion))
+
+    def behaviour(self, environment: Any, completion: Any, actions: Sequence[str]) -> str:
+        """What the rollout did: the task's own `behaviour`, else its calls joined by " > "."""
+        if self.behaviour_of is None:
+            return default_behaviour(actions)
+        said = self.behaviour_of(environment, completion)
+        if not isinstance(said, str):
+            raise TypeError(f"task {self.name!r}: behaviour must return a str, not {type(said).__name__}")
+        return clip(said)
 
     def weights(self) -> list[float]:
         """One weight per reward function (default 1.0 each)."""

@@ -86,8 +86,8 @@ def test_two_sessions_approve_then_the_guarded_run_is_promoted(trained_pair, bro
         bob.get_by_text("Approved step").wait_for(timeout=60_000)
         first_approved = bob.get_by_text("Approved step").inner_text()
 
-        # Alice works through the gate's sample: show only unreviewed trajectories and approve
-        # the top one until the top 5 of the last 3 steps are all approved.
+        # Alice works through the unreviewed trajectories, approving the top one four times: every
+        # high-reward behaviour of the last 5 steps is then reviewed (the gate's coverage check).
         alice.reload()
         alice.get_by_role("button", name="Approve").wait_for(timeout=60_000)
         alice.get_by_role("textbox", name="Reviewer").fill("alice")

@@ -70,7 +70,7 @@ def test_review_gate_outcome_fails_and_promote_without_reason_is_refused(pair_ap
     assert queries.promotions(store(runs_dir), ids["outcome"]).empty
 
 
-def test_review_guarded_gate_passes_after_approving_top_k_and_promotes_without_leaving_the_tab(pair_app_env):
+def test_review_guarded_gate_passes_after_reviewing_its_behaviours_and_promotes_without_leaving_the_tab(pair_app_env):
     """Issue 13, finding 9: after Promote the page is still on the gate tab (the tab is in the URL)."""
     from agentrl.review import gate
     from agentrl.review import reviews as review
@@ -79,7 +79,7 @@ def test_review_guarded_gate_passes_after_approving_top_k_and_promotes_without_l
     runs_dir, ids = pair_app_env
     at = app("pages/4_Review.py", run=ids["guarded"], tab=GATE).run()
     con = store(runs_dir)
-    for row in queries.top_trajectories(con, ids["guarded"], 5, 3).itertuples():
+    for row in gate.review_coverage(con, ids["guarded"], gate.GateSettings())[1].itertuples():
         review.record_review(con, ids["guarded"], row.step, row.traj_idx, "approve", "alice")
     at.run()
     assert all(_gate_table(at)["result"] == "pass")
@@ -95,9 +95,8 @@ def test_review_guarded_gate_passes_after_approving_top_k_and_promotes_without_l
 
 def test_the_exploit_surfaces_among_equal_rewards_and_the_gate_shows_its_sample(pair_app_env):
     """Issue 13, finding 1: the outcome run's top rewards tie; the violating refunds come first,
-    the gate's sample is exactly the rows it counts, and a rejected one is counted."""
+    the gate's sample is one trajectory per high-reward behaviour, and a rejected one is counted."""
     from agentrl.review import reviews as review
-    from agentrl.store import queries
 
     runs_dir, ids = pair_app_env
     at = app("pages/4_Review.py", run=ids["outcome"]).run()
@@ -107,12 +106,13 @@ def test_the_exploit_surfaces_among_equal_rewards_and_the_gate_shows_its_sample(
     first = listed.iloc[0]
     review.record_review(store(runs_dir), ids["outcome"], first.step, first.traj_idx, "reject", "alice", "no approval")
     at = app("pages/4_Review.py", run=ids["outcome"], tab=GATE).run()
-    sample = table_with(at, "step", "traj_idx", "verdict")
-    top = queries.top_trajectories(store(runs_dir), ids["outcome"], 5, 3)
-    assert list(zip(sample["step"], sample["traj_idx"])) == list(zip(top["step"], top["traj_idx"]))
+    sample = table_with(at, "step", "traj_idx", "verdict", "behaviour")
+    assert sample["behaviour"].tolist() == ["lookup > refund > finish"]
+    assert (sample["step"].iloc[0], sample["traj_idx"].iloc[0]) == (first.step, first.traj_idx)
     assert sample["verdict"].tolist()[0] == "reject"
-    assert _gate_table(at).set_index("check").loc["top 5 by reward (last 3 steps) approved", "figure"] == \
-        "0 of 5 approved, 1 rejected, 4 unreviewed"
+    checks = _gate_table(at).set_index("check")
+    (coverage,) = [name for name in checks.index if "behaviour" in name]
+    assert checks.loc[coverage, "figure"] == "1 of 1 high-reward behaviours reviewed, 1 rejected behaviours taught"
 
 
 def test_a_link_names_the_run_and_the_trajectory_and_a_bad_one_is_said(pair_app_env):

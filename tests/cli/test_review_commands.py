@@ -30,17 +30,22 @@ def test_gate_prints_each_check_with_its_figure_and_the_sample_and_exits_1_on_fa
     code, out, _ = run(capsys, "gate", ids["outcome"], "--runs-dir", runs_dir)
     assert code == 1
     assert "FAIL  zero held-out violations: 2 of 4 tasks violate" in out
-    assert "the gate's sample (5 trajectories):" in out and "gate fails; run state: not promoted" in out
+    assert "the gate's sample: one trajectory per high-reward behaviour (1):" in out
+    assert "gate fails; run state: not promoted" in out
 
 
 def test_gate_json_has_every_check_and_exactly_the_sample_it_counted(pair, capsys):
     runs_dir, ids = pair
-    code, out, _ = run(capsys, "gate", ids["guarded"], "--json", "--top-k", "3", "--runs-dir", runs_dir)
+    code, out, _ = run(capsys, "gate", ids["guarded"], "--json", "--last-steps", "3", "--min-share", "0.1",
+                       "--runs-dir", runs_dir)
     report = json.loads(out)
     assert code == 1 and report["passed"] is False and report["run_id"] == ids["guarded"]
-    assert [c["name"] for c in report["checks"] if not c["passed"]] == ["top 3 by reward (last 3 steps) approved"]
-    top = queries.top_trajectories(connect(runs_dir), ids["guarded"], 3, 3)
-    assert [(r["step"], r["traj_idx"]) for r in report["sample"]] == list(zip(top["step"], top["traj_idx"]))
+    (failed,) = [c for c in report["checks"] if not c["passed"]]
+    assert "behaviour" in failed["name"] and "≥ 10% of the top-reward quarter, last 3 steps" in failed["name"]
+    assert failed["figure"] == "0 of 1 high-reward behaviours reviewed, 0 rejected behaviours taught"
+    assert [r["behaviour"] for r in report["sample"]] == ["lookup > refund > finish"]
+    member = queries.behaviour_members(connect(runs_dir), ids["guarded"], "lookup > refund > finish", since_step=27)
+    assert (report["sample"][0]["step"], report["sample"][0]["traj_idx"]) in set(zip(member["step"], member["traj_idx"]))
 
 
 def test_review_list_approve_reject_fixture_follow_the_pages_rules(pair, capsys):

@@ -73,3 +73,17 @@ def test_called_tools_reads_structured_calls_only():
         {"role": "tool", "name": "a_tool", "content": "a"},
     ]
     assert called_tools(completion) == ["a_tool"] and called_tools("plain text") == []
+
+
+def test_a_rollouts_behaviour_is_its_calls_unless_the_task_says_it_better():
+    plain = Task(name="t", environment_factory=Env, reward_funcs=[reward], train_dataset=[{"prompt": "hi"}])
+    assert plain.behaviour(Env(), "", ["a_tool", "b_tool"]) == "a_tool > b_tool"
+    assert plain.behaviour(Env(), "", []) == "(no tool calls)"
+    named = Task(name="t", environment_factory=Env, reward_funcs=[reward], train_dataset=[{"prompt": "hi"}],
+                 behaviour=lambda environment, completion: f"said  {environment.state}\n" + "x" * 600)
+    said = named.behaviour(Env(), "", ["a_tool"])
+    assert said.startswith("said s x") and len(said) == 500 and said.endswith("…")  # one line, cut
+    wrong = Task(name="t", environment_factory=Env, reward_funcs=[reward], train_dataset=[{"prompt": "hi"}],
+                 behaviour=lambda environment, completion: 3)
+    with pytest.raises(TypeError, match="behaviour must return a str, not int"):
+        wrong.behaviour(Env(), "", [])

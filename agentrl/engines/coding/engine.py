@@ -20,11 +20,23 @@ from typing import Callable
 
 from agentrl.tasks.coding.tasks import CODING_TASKS, dataset_rows, prompt_messages, render_completion, scripted_attempts
 from agentrl.engines.coding.config import CodingConfig as RunConfig
-from agentrl.rewards import build_reward_functions, score_group, tool_calls
+from agentrl.rewards import build_reward_functions, score_group, tool_calls, written_files
+from agentrl.sandbox.paths import refusal_reason
+from agentrl.tasks.coding.task import describe_writes
 from agentrl.record.rows import StepRecord, TrajectoryRecord
 from agentrl.record.run import Run
 from agentrl.record.rundir import RunDir
 from agentrl.scorers import get_scorer_spec
+
+
+def _behaviour(completion, protected: list[str]) -> str:
+    """The files the attempt wrote (fenced ```file: blocks and write_file calls) and whether one of
+    them is refused as a protected path (the tests or their runner: the attempt goes for the tests)."""
+    paths = set(written_files(completion))
+    paths |= {str(call.arguments.get("path")) for call in tool_calls(completion)
+              if call.name == "write_file" and call.arguments and call.arguments.get("path")}
+    refused = {p for p in paths if refusal_reason(p, protected)}
+    return describe_writes(paths - refused, bool(refused))
 
 
 def _actions(completion) -> list[str]:
@@ -63,7 +75,7 @@ def run_coding(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = 
                             step=step, traj_idx=i, task_id=f"{task_id}:{attempt}", actions=_actions(completion),
                             reward=score.reward, components=score.components, success=score.passed, violation=refused,
                             eligible=not (guarded and refused), prompt=prompt, completion=render_completion(completion),
-                            verifier_reason=score.reason,
+                            verifier_reason=score.reason, behaviour=_behaviour(completion, rows[task_id]["protected"]),
                         ))
                     run.log_trajectories(trajectories)
                     run.log_step(StepRecord.from_trajectories(step, trajectories, metrics={

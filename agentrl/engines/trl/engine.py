@@ -381,7 +381,7 @@ def _trajectory_records(step: int, batch, rewards) -> list[TrajectoryRecord]:
             reward=score.reward, components=score.components, success=score.success, violation=score.violation,
             duplicate_effect=bool(fields.get("duplicate_effect", False)), eligible=score.eligible,
             vetoed=batch.vetoed[i], updated=batch.updated[i], prompt=batch.prompts[i], completion=batch.completions[i],
-            verifier_reason=score.reason or None,
+            verifier_reason=score.reason or None, behaviour=score.behaviour,
         ))
     return rows
 

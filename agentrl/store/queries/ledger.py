@@ -2,7 +2,8 @@
 
 Ingest, compaction and the store's migrations -> **queries.ledger** -> DuckDB. Statements take
 a cursor inside the caller's transaction; the ledger is what makes every commit taken exactly
-once, and `step_components` is what Compare reads instead of unnesting every trajectory's map.
+once, and `step_components` is what Compare reads instead of unnesting every trajectory's map;
+`step_behaviours` is what the Behaviours view reads instead of grouping every trajectory.
 """
 
 from __future__ import annotations
@@ -95,6 +96,38 @@ def aggregate_step_tallies(cur: Con, relation: str = "chunk_rows") -> None:
     )
 
 
+# `agentrl.record.behaviour.default_behaviour` in SQL: what a row without a behaviour gets at ingest.
+BEHAVIOUR_SQL = """
+    CASE WHEN coalesce(len(list_filter(actions, lambda a: a IS NOT NULL)), 0) = 0 THEN '(no tool calls)'
+         WHEN length(array_to_string(actions, ' > ')) > 500 THEN left(array_to_string(actions, ' > '), 499) || '…'
+         ELSE array_to_string(actions, ' > ') END
+"""
+
+
+def insert_trajectories(cur: Con, relation: str = "chunk_rows") -> None:
+    """Insert the trajectories registered as `relation`, each without a behaviour given its
+    tool calls' (`BEHAVIOUR_SQL`)."""
+    if relation != "chunk_rows":
+        raise ValueError(f"unknown relation {relation!r}")
+    cur.execute(f"INSERT INTO trajectories BY NAME SELECT * REPLACE (coalesce(behaviour, {BEHAVIOUR_SQL}) AS behaviour) "
+                f"FROM {relation}")
+
+
+def aggregate_step_behaviours(cur: Con, relation: str = "chunk_rows") -> None:
+    """Add the per-step tallies of each behaviour of the trajectories registered as `relation`."""
+    if relation not in ("chunk_rows", "trajectories"):
+        raise ValueError(f"unknown relation {relation!r}")
+    cur.execute(
+        f"""
+        INSERT INTO step_behaviours (run_id, step, behaviour, n, reward_total, flagged, success)
+        SELECT run_id, step, coalesce(behaviour, {BEHAVIOUR_SQL}) AS behaviour, count(*)::INTEGER,
+               coalesce(sum(coalesce(reward, 0.0)), 0.0), count(*) FILTER (coalesce(violation, false))::INTEGER,
+               count(*) FILTER (coalesce(success, false))::INTEGER
+        FROM {relation} GROUP BY ALL
+        """
+    )
+
+
 def migration_applied(con: Con, name: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM store_migrations WHERE name = ?", [name]).fetchall()[0][0])
 
@@ -111,6 +144,21 @@ def backfill_step_tallies(cur: Con, applied_at: datetime) -> None:
     cur.execute("DELETE FROM step_tallies")
     aggregate_step_tallies(cur, "trajectories")
     cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('step_tallies', ?)", [applied_at])
+
+
+def fill_behaviours(cur: Con) -> None:
+    """Every stored trajectory without a behaviour gets its tool calls', and `step_behaviours` is
+    tallied again from all of them (trajectories that went in by SQL, not ingest: migrations, benchmarks)."""
+    cur.execute(f"UPDATE trajectories SET behaviour = {BEHAVIOUR_SQL} WHERE behaviour IS NULL")
+    cur.execute("DELETE FROM step_behaviours")
+    aggregate_step_behaviours(cur, "trajectories")
+
+
+def backfill_behaviours(cur: Con, applied_at: datetime) -> None:
+    """A store made before behaviours existed: every trajectory's behaviour from its tool calls,
+    and their per-step tallies (a few seconds on a store of millions of trajectories)."""
+    fill_behaviours(cur)
+    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('behaviours', ?)", [applied_at])
 
 
 def take_without_rows(cur: Con, key: str, tables: str, run_id: str, rows: int, at: datetime) -> None:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from agentrl.tasks.refund.gym import RefundGym, Task
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # any policy with sample/greedy/logp plays; the tabular one is the task's own
     from agentrl.engines.tabular.policy import SoftmaxPolicy
@@ -55,12 +55,14 @@ def rollout(
     greedy: bool = False,
     max_steps: int = 7,
     env_latency_s: float = 0.0,
+    make_gym: Callable[[], RefundGym] = RefundGym,
 ) -> Trajectory:
     """Run one episode of at most `max_steps` turns; sampled unless `greedy`. `env_latency_s`
-    makes every environment step wait that long (an environment behind a network or a sandbox)."""
+    makes every environment step wait that long (an environment behind a network or a sandbox);
+    `make_gym` builds the gym (a variant of its rules, `agentrl.tasks.refund.unguarded`)."""
     if not greedy and rng is None:
         raise ValueError("a sampled rollout needs an rng; pass rng=random.Random(seed) or greedy=True")
-    gym = RefundGym()
+    gym = make_gym()
     state = gym.reset(task)
     trajectory = Trajectory(task=task)
     for _ in range(max_steps):

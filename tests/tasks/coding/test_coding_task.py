@@ -99,3 +99,16 @@ def test_the_demonstrations_mix_fixes_with_attempts_on_the_tests():
     passes = sum(any(m.get("content") == "tests passed" for m in d) for d in demos)
     assert len(demos) == 60 and 5 <= writes_tests <= 25 and 25 <= passes <= 50
     assert all(d[-1] == {"role": "assistant", "content": FINAL_ANSWER} for d in demos)
+
+
+def test_a_coding_rollouts_behaviour_names_the_files_it_wrote_and_whether_it_went_for_the_tests():
+    from agentrl.tasks.coding.task import behaviour
+
+    env = CodingToolEnv()
+    env.reset(workspace="/nowhere", test_command=["true"], protected=["tests"])
+    env.write_file("src/b.py", "x")
+    env.write_file("src/a.py", "y")
+    assert behaviour(env, None) == "writes src/a.py, src/b.py; tests unchanged"
+    env.write_file("tests/test_a.py", "pass")  # refused: a protected path
+    assert behaviour(env, None) == "writes src/a.py, src/b.py; tries to change the tests"
+    assert behaviour(None, None) == "writes nothing; tests unchanged"

@@ -1,0 +1,173 @@
+"""Behaviours: each behaviour's share per step, the window the unverified marker and the gate's
+coverage check read, the reviews by behaviour, and the next-action counts the found divergence reads.
+
+Store (`step_behaviours`, `trajectories.behaviour`) -> **queries.behaviours** -> analysis.behaviours
+-> Live, Compare and Review pages, `agentrl behaviours`, `agentrl diff`, the gate. Per-step figures
+come from the tallies ingest keeps; only the run's last K steps are read trajectory by trajectory
+(the top-reward quarter needs each reward).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from agentrl.store.db import Con
+
+__all__ = ["behaviour_step_shares", "behaviour_totals", "behaviour_window", "behaviour_reviews",
+           "behaviour_members", "behaviour_representatives", "next_action_counts", "last_step"]
+
+
+def last_step(con: Con, run_id: str) -> int:
+    """The run's last step that has trajectories (0 when it has none)."""
+    return int(con.execute("SELECT coalesce(max(step), 0) FROM step_behaviours WHERE run_id = ?", [run_id]).fetchone()[0])
+
+
+def behaviour_step_shares(con: Con, run_ids: list[str], max_steps: int | None = None) -> pd.DataFrame:
+    """Per run, step and behaviour: `n` trajectories and their `share` of the step's trajectories
+    (with `max_steps`, at most that many evenly spaced steps of each run, its first and last among them)."""
+    return con.execute(
+        """
+        WITH span AS (SELECT run_id, min(step) AS first, max(step) AS last,
+                             greatest(1, ceil((max(step) - min(step)) / coalesce($points, 1)))::BIGINT AS stride
+                      FROM step_behaviours WHERE list_contains($runs, run_id) GROUP BY run_id),
+        b AS (SELECT t.run_id, t.step, t.behaviour, sum(t.n)::BIGINT AS n FROM step_behaviours t JOIN span s USING (run_id)
+              WHERE list_contains($runs, t.run_id)
+                AND ($points IS NULL OR (t.step - s.first) % s.stride = 0 OR t.step = s.last)
+              GROUP BY ALL)
+        SELECT run_id, step, behaviour, n, n / sum(n) OVER (PARTITION BY run_id, step) AS share
+        FROM b ORDER BY run_id, step, behaviour
+        """,
+        {"runs": list(run_ids), "points": None if max_steps is None else max(1, int(max_steps) - 1)},
+    ).df()
+
+
+def behaviour_totals(con: Con, run_id: str, since_step: int, until_step: int | None = None) -> pd.DataFrame:
+    """Per behaviour of one run up to `until_step` (default: all): its first step, trajectories
+    flagged, and over the steps after `since_step` its count, summed reward, flagged and successful counts."""
+    return con.execute(
+        """
+        SELECT behaviour, min(step) AS first_step, sum(flagged)::BIGINT AS flagged_ever,
+               coalesce(sum(n) FILTER (step > ?), 0)::BIGINT AS n,
+               coalesce(sum(reward_total) FILTER (step > ?), 0.0) AS reward_total,
+               coalesce(sum(flagged) FILTER (step > ?), 0)::BIGINT AS flagged,
+               coalesce(sum(success) FILTER (step > ?), 0)::BIGINT AS success
+        FROM step_behaviours WHERE run_id = ? AND (? IS NULL OR step <= ?) GROUP BY behaviour ORDER BY behaviour
+        """,
+        [int(since_step)] * 4 + [run_id, until_step, until_step],
+    ).df()
+
+
+def behaviour_window(con: Con, run_id: str, since_step: int, until_step: int | None = None) -> pd.DataFrame:
+    """Per behaviour, over the run's trajectories after `since_step` (up to `until_step`): how many are in the
+    top-reward quarter (reward at or above the 75th percentile of those rewards, `quantile_disc`,
+    a null reward as 0) and how many its scorer let teach (eligible and not vetoed)."""
+    return con.execute(
+        """
+        WITH w AS (
+            SELECT behaviour, coalesce(reward, 0.0) AS reward,
+                   coalesce(eligible, true) AND NOT coalesce(vetoed, false) AS taught
+            FROM trajectories WHERE run_id = ? AND step > ? AND (? IS NULL OR step <= ?)
+        ), cut AS (SELECT quantile_disc(reward, 0.75) AS q FROM w)
+        SELECT behaviour, count(*) FILTER (reward >= q)::BIGINT AS top_n, count(*) FILTER (taught)::BIGINT AS taught
+        FROM w, cut GROUP BY behaviour ORDER BY behaviour
+        """,
+        [run_id, int(since_step), until_step, until_step],
+    ).df()
+
+
+def behaviour_reviews(con: Con, run_id: str) -> pd.DataFrame:
+    """Per behaviour of one run: how many of its trajectories are approved and rejected (each
+    trajectory by its latest verdict)."""
+    return con.execute(
+        """
+        WITH v AS (SELECT step, traj_idx, arg_max(verdict, review_id) AS verdict FROM reviews
+                   WHERE run_id = ? GROUP BY step, traj_idx)
+        SELECT t.behaviour, count(*) FILTER (v.verdict = 'approve')::BIGINT AS approved,
+               count(*) FILTER (v.verdict = 'reject')::BIGINT AS rejected
+        FROM v JOIN trajectories t ON t.run_id = ? AND t.step = v.step AND t.traj_idx = v.traj_idx
+        GROUP BY t.behaviour ORDER BY t.behaviour
+        """,
+        [run_id, run_id],
+    ).df()
+
+
+def behaviour_members(con: Con, run_id: str, behaviour: str, since_step: int = 0, limit: int = 200) -> pd.DataFrame:
+    """One behaviour's trajectories after `since_step`, highest reward first, with their latest verdict."""
+    return con.execute(
+        """
+        WITH v AS (SELECT step, traj_idx, arg_max(verdict, review_id) AS verdict FROM reviews
+                   WHERE run_id = ? GROUP BY step, traj_idx)
+        SELECT t.step, t.traj_idx, t.task_id, t.actions, t.reward, t.violation, t.eligible, t.vetoed,
+               coalesce(v.verdict, 'unreviewed') AS verdict
+        FROM trajectories t LEFT JOIN v ON v.step = t.step AND v.traj_idx = t.traj_idx
+        WHERE t.run_id = ? AND t.behaviour = ? AND t.step > ?
+        ORDER BY t.reward DESC, t.step DESC, t.traj_idx LIMIT ?
+        """,
+        [run_id, run_id, behaviour, int(since_step), int(limit)],
+    ).df()
+
+
+def next_action_counts(con: Con, run_id: str, since_step: int, gym_states: bool) -> tuple[pd.DataFrame, int]:
+    """How often the run's trajectories after `since_step` took each next action at each state,
+    and how many trajectories that is. A state is the recorded gym state (`gym_states`) or the
+    calls so far joined by " > " ("(start)" before the first); a call-prefix state is also
+    followed by "(end)" once the trajectory stops."""
+    if gym_states:
+        sql = """
+            SELECT states[i] AS state, actions[i] AS action, count(*)::BIGINT AS n
+            FROM (SELECT states, actions, unnest(range(1, least(len(states), len(actions)) + 1)) AS i
+                  FROM trajectories WHERE run_id = ? AND step > ?)
+            GROUP BY ALL ORDER BY state, action
+        """
+    else:
+        sql = """
+            SELECT CASE WHEN i = 1 THEN '(start)' ELSE array_to_string(actions[1:i - 1], ' > ') END AS state,
+                   CASE WHEN i <= len(actions) THEN actions[i] ELSE '(end)' END AS action, count(*)::BIGINT AS n
+            FROM (SELECT coalesce(actions, []::VARCHAR[]) AS actions,
+                         unnest(range(1, len(coalesce(actions, []::VARCHAR[])) + 2)) AS i
+                  FROM trajectories WHERE run_id = ? AND step > ?)
+            GROUP BY ALL ORDER BY state, action
+        """
+    counts = con.execute(sql, [run_id, int(since_step)]).df()
+    total = con.execute("SELECT count(*) FROM trajectories WHERE run_id = ? AND step > ?",
+                        [run_id, int(since_step)]).fetchone()[0]
+    return counts, int(total)
+
+
+def behaviour_representatives(con: Con, run_id: str, behaviours: list[str] | None = None, step_min: int | None = None,
+                              step_max: int | None = None, reviewed_anywhere: bool = False) -> pd.DataFrame:
+    """One trajectory per behaviour of one run (those in `behaviours`, or all) within the step
+    range: a reviewed one if there is one (with `reviewed_anywhere`, from any step of the run),
+    else the highest reward (among equals a flagged one: what a reviewer must see). With each, its
+    behaviour's count (`members`) and mean reward in the range. Reads the range and the reviewed
+    trajectories only: the gate asks it of the last K steps of a long run."""
+    return con.execute(
+        """
+        WITH v AS (SELECT step, traj_idx, arg_max(verdict, review_id) AS verdict FROM reviews
+                   WHERE run_id = $run GROUP BY step, traj_idx),
+        inrange AS (
+            SELECT t.step, t.traj_idx, t.task_id, t.actions, t.reward, t.violation, t.eligible, t.vetoed, t.behaviour,
+                   v.verdict
+            FROM trajectories t LEFT JOIN v ON v.step = t.step AND v.traj_idx = t.traj_idx
+            WHERE t.run_id = $run AND ($behaviours IS NULL OR list_contains($behaviours, t.behaviour))
+              AND ($lo IS NULL OR t.step >= $lo) AND ($hi IS NULL OR t.step <= $hi)
+        ),
+        elsewhere AS (
+            SELECT t.step, t.traj_idx, t.task_id, t.actions, t.reward, t.violation, t.eligible, t.vetoed, t.behaviour,
+                   v.verdict
+            FROM v JOIN trajectories t ON t.run_id = $run AND t.step = v.step AND t.traj_idx = v.traj_idx
+            WHERE $anywhere AND ($behaviours IS NULL OR list_contains($behaviours, t.behaviour))
+        ),
+        stats AS (SELECT behaviour, count(*) AS members, avg(reward) AS mean_reward FROM inrange GROUP BY behaviour),
+        ranked AS (
+            SELECT c.*, row_number() OVER (PARTITION BY c.behaviour ORDER BY c.verdict IS NOT NULL DESC,
+                                           c.reward DESC NULLS LAST, c.violation DESC NULLS LAST, c.step DESC,
+                                           c.traj_idx) AS rank
+            FROM (SELECT * FROM inrange UNION ALL SELECT * FROM elsewhere) c
+            WHERE c.behaviour IN (SELECT behaviour FROM stats)
+        )
+        SELECT r.* EXCLUDE (rank, verdict), coalesce(r.verdict, 'unreviewed') AS verdict, s.members, s.mean_reward
+        FROM ranked r JOIN stats s USING (behaviour) WHERE r.rank = 1 ORDER BY s.members DESC, r.behaviour
+        """,
+        {"run": run_id, "behaviours": behaviours, "lo": step_min, "hi": step_max, "anywhere": bool(reviewed_anywhere)},
+    ).df()
