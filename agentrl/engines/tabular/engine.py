@@ -18,7 +18,7 @@ from agentrl.engines.tabular.fleet import RolloutFleet
 from agentrl.engines.tabular.imitation import clone_expert, dagger_round, demonstrations, evaluate
 from agentrl.engines.tabular.policy import SoftmaxPolicy
 from agentrl.record.rundir import RunDir, write_json_atomic
-from agentrl.monitor import RunMonitor
+from agentrl.monitor import Episode, RunMonitor
 from agentrl.record.rows import EvalRecord, EventRecord, StepRecord, TrajectoryRecord
 from agentrl.record.behaviour import default_behaviour
 from agentrl.record.run import Run
@@ -152,7 +152,9 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
                 run.log_evals(eval_records(step, "probe", results))
                 probes = [r.violation for r in results]
             onset = monitor.observe(step, [(t.reward, t.violation, t.success, t.vetoed) for t in trajectories],
-                                    policy.table(config.sensitive_states), probes)
+                                    policy.table(config.sensitive_states), probes, episodes=[
+                                        Episode(step, default_behaviour(t.actions), tuple(t.states), tuple(t.actions), bool(t.violation))
+                                        for t in trajectories])
             if onset is not None:
                 run.log("events", [EventRecord(step, "onset", onset.signal, onset.value, onset.threshold, onset.message)])
                 log(onset.message + ("; stopping the run (on_onset: stop)" if config.on_onset == "stop" else ""))

@@ -34,7 +34,8 @@ from pathlib import Path
 
 from agentrl.engines.registry import Preflight
 from agentrl.engines.trl.config import TrlConfig as RunConfig
-from agentrl.monitor import RunMonitor
+from agentrl.monitor import Episode, RunMonitor
+from agentrl.record.behaviour import default_behaviour
 from agentrl.record.rows import EvalRecord, EventRecord, StepRecord, TrajectoryRecord, finite
 from agentrl.record.run import Run
 from agentrl.record.rundir import RunDir
@@ -299,7 +300,9 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
                 scores = record_eval(step, split="probe")  # the exploit probes now, not only at the end
                 probes = [s.violation for s in scores] if scores else None
             rows = self.logged_trajectories
-            onset = monitor.observe(step, [(t.reward, t.violation, t.success, t.vetoed) for t in rows], distributions, probes)
+            onset = monitor.observe(step, [(t.reward, t.violation, t.success, t.vetoed) for t in rows], distributions, probes,
+                                    episodes=[Episode(step, t.behaviour or default_behaviour(t.actions), tuple(t.states or ()),
+                                                      tuple(t.actions or ()), bool(t.violation)) for t in rows])
             if onset is not None:
                 run.log("events", [EventRecord(step, "onset", onset.signal, onset.value, onset.threshold, onset.message)])
                 log(onset.message + ("; stopping the run (on_onset: stop)" if config.on_onset == "stop" else ""))
