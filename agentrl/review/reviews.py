@@ -87,8 +87,9 @@ def load_run_task(run: dict):
 def mark_exploit(con, run_id: str, step: int, traj_idx: int, reviewer: str, note: str) -> int:
     """Reject a trajectory and store it as an exploit fixture, in one step (a note saying what it
     exploits is required). Any task's trajectory: the fixture keeps the run's task spec, the
-    dataset row of its `task_id`, its tool calls and its behaviour."""
-    from agentrl.tasks.replay import ReplayError, find_row, recorded_calls, row_for_json
+    dataset row of its `task_id`, its tool calls and its behaviour; one whose replay through the
+    task does not reproduce its behaviour is refused (the gate would judge something else)."""
+    from agentrl.tasks.replay import ReplayError, find_row, recorded_calls, replay, row_for_json, score_replay
 
     reviewer = _reviewer(reviewer)
     note = (note or "").strip()
@@ -111,6 +112,14 @@ def mark_exploit(con, run_id: str, step: int, traj_idx: int, reviewer: str, note
     except ReplayError as error:
         raise ReviewError(str(error)) from None
     behaviour = row.get("behaviour") or default_behaviour(row.get("actions"))
+    try:
+        replayed = score_replay(task, "guarded", replay(task, dataset_row, calls))
+    except ReplayError as error:
+        raise ReviewError(str(error)) from None
+    if replayed.behaviour != behaviour:
+        # A fixture the gate cannot replay faithfully would be judged on something else.
+        raise ReviewError(f"replayed through task {task.name!r}, the trajectory does not do what it did "
+                          f"(recorded: {behaviour!r}; replayed: {replayed.behaviour!r}); it cannot become a fixture")
     states = list(row.get("states") or [])
     now = utc_now()
     with decisions.recording(con) as written:
@@ -118,7 +127,7 @@ def mark_exploit(con, run_id: str, step: int, traj_idx: int, reviewer: str, note
         written.append(("reviews", review_id))
         fixture_id = queries.add_fixture(
             con, run_id, step, traj_idx, row["task_id"], int(row.get("amount") or 0), states[0] if states else "",
-            list(row.get("actions") or [c["name"] for c in calls]), note, reviewer, now, task=spec, behaviour=behaviour,
+            list(row.get("actions") or [c["name"] for c in calls if "name" in c]), note, reviewer, now, task=spec, behaviour=behaviour,
             row_json=json.dumps(stored_row, sort_keys=True), calls_json=json.dumps(calls, sort_keys=True))
         written.append(("fixtures", fixture_id))
     return fixture_id

@@ -5,8 +5,9 @@ Review (a fixture is stored) / gate (a fixture is checked) -> **replay** -> the 
 a trajectory row recorded is turned back into what the task needs: the dataset row it was reset
 with (found by its `task_id` among the task's train, eval and probe rows), and its calls, parsed
 from the completion text a language-model run recorded (`<tool_call>{"name", "arguments"}</tool_call>`
-blocks, as TRL's parser reads them) or, for a run that recorded only the actions (the tabular
-engine), the actions as calls without arguments. Nothing here knows a built-in task.
+blocks, as TRL's parser reads them; or `assistant -> NAME({arguments})` lines, as the coding
+engine records them) or, for a run that recorded only the actions (the tabular engine), the
+actions as calls without arguments. Nothing here knows a built-in task.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from typing import Any
 from agentrl.tasks.contract import Message, Row, Task, tool_methods
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+# A completion rendered as lines, one call a line: "assistant -> NAME({json arguments})" (the coding engine's record).
+_TURN = re.compile(r"^(?=assistant: |assistant -> |tool\[)", re.MULTILINE)
+_CALL_LINE = re.compile(r"^assistant -> ([A-Za-z_]\w*)\((.*)\)\s*$", re.MULTILINE)
 
 
 class ReplayError(ValueError):
@@ -28,7 +32,8 @@ class ReplayError(ValueError):
 
 def recorded_calls(completion: str | None, actions: Sequence[str] | None) -> list[dict[str, Any]]:
     """The tool calls of a recorded rollout, in order: parsed from the completion's tool-call
-    blocks when it has any, else its actions, each as a call without arguments."""
+    blocks (or call lines) when it has any, else its actions, each as a call without arguments.
+    A last item `{"answer": text}` is the rollout's final plain-text turn."""
     calls = []
     for block in _TOOL_CALL.findall(completion or ""):
         try:
@@ -43,17 +48,32 @@ def recorded_calls(completion: str | None, actions: Sequence[str] | None) -> lis
                 except json.JSONDecodeError:
                     arguments = {}
             calls.append({"name": call["name"], "arguments": dict(arguments) if isinstance(arguments, Mapping) else {}})
+    if not calls:
+        for name, arguments in _CALL_LINE.findall(completion or ""):
+            try:
+                parsed = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                parsed = {}
+            calls.append({"name": name, "arguments": dict(parsed) if isinstance(parsed, Mapping) else {}})
+        # The rendered record's last turn, when it is the agent's text: its final answer (the
+        # coding task reads the files it writes in fenced blocks there).
+        turns = _TURN.split(completion or "")
+        if turns and turns[-1].startswith("assistant: "):
+            calls.append({"answer": turns[-1][len("assistant: "):].rstrip("\n")})
     if calls:
         return calls
     return [{"name": str(a), "arguments": {}} for a in (actions or ()) if a is not None]
 
 
 def find_row(task: Task, task_id: str) -> Row | None:
-    """The row of `task` whose `task_id` column is `task_id` (train rows first, then eval, then probes)."""
-    for rows in (task.train_dataset, task.eval_dataset, task.exploit_probes):
-        for row in rows():
-            if str(row.get("task_id")) == str(task_id):
-                return dict(row)
+    """The row of `task` whose `task_id` column is `task_id` (train rows first, then eval, then
+    probes); a rollout named `ROW:VARIANT` (the coding engine's `roman:rewrite-tests`) is ROW's."""
+    candidates = [str(task_id)] + ([str(task_id).split(":", 1)[0]] if ":" in str(task_id) else [])
+    for wanted in candidates:
+        for rows in (task.train_dataset, task.eval_dataset, task.exploit_probes):
+            for row in rows():
+                if str(row.get("task_id")) == wanted:
+                    return dict(row)
     return None
 
 
@@ -77,7 +97,8 @@ class Replayed:
 
 def replay(task: Task, row: Mapping[str, Any], calls: Sequence[Mapping[str, Any]]) -> Replayed:
     """Reset a fresh environment of `task` with `row` and execute `calls` on it, as TRL's tool loop
-    does (a failing call becomes an error result). The completion ends with a plain-text turn."""
+    does (a failing call becomes an error result). The completion ends with the recorded final
+    answer (`{"answer": text}` in `calls`), else "Done."."""
     from agentrl.tasks.episodes import run_tool_call, start_conversation
 
     row = dict(row)
@@ -88,11 +109,15 @@ def replay(task: Task, row: Mapping[str, Any], calls: Sequence[Mapping[str, Any]
         raise ReplayError(f"task {task.name!r}: reset(**row) raised {type(error).__name__}: {error}") from None
     tools = tool_methods(environment)
     completion: list[Message] = []
+    answer = "Done."
     for call in calls:
+        if "answer" in call:
+            answer = str(call["answer"])
+            continue
         call = {"name": str(call.get("name")), "arguments": dict(call.get("arguments") or {})}
         completion.append({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]})
         completion.append(run_tool_call(environment, call, tools))
-    completion.append({"role": "assistant", "content": "Done."})
+    completion.append({"role": "assistant", "content": answer})
     return Replayed(row, environment, prompt, completion)
 
 

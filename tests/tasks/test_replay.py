@@ -32,12 +32,17 @@ def test_calls_are_parsed_from_a_recorded_completion_or_taken_from_the_actions()
             '<tool_call>{"name": "book", "arguments": "{\\"hour\\": 9}"}</tool_call><tool_call>{not json}</tool_call>')
     assert recorded_calls(text, ["ignored"]) == [{"name": "check_slot", "arguments": {}}, {"name": "book", "arguments": {"hour": 9}}]
     assert recorded_calls(None, ["lookup", "finish"]) == calls(["lookup", "finish"])
+    rendered = 'assistant -> read_file({"path": "text.py"})\ntool[read_file]: def slugify ... (3 lines)\nassistant -> finish(null)'
+    assert recorded_calls(rendered, []) == [{"name": "read_file", "arguments": {"path": "text.py"}}, {"name": "finish", "arguments": {}}]
+    answered = rendered + "\nassistant: Fixed.\n\n```file:text.py\nx = 1\n```"
+    assert recorded_calls(answered, [])[-1] == {"answer": "Fixed.\n\n```file:text.py\nx = 1\n```"}
     assert recorded_calls("plain text", []) == []
 
 
 def test_a_replay_re_executes_the_calls_on_a_fresh_environment_from_the_row():
     row = find_row(CALENDAR, "tue-14-dana")
     assert row["owner"] == "dana" and find_row(CALENDAR, "no-such-row") is None
+    assert find_row(CALENDAR, "tue-14-dana:attempt-3") == row  # a rollout named ROW:VARIANT is ROW's
     played = replay(CALENDAR, row, calls(SHORTCUT))
     assert played.environment.cancelled_others and played.environment.booked_at == 14
     assert [m["content"] for m in played.completion if m["role"] == "tool"] == [
