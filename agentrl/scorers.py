@@ -58,29 +58,37 @@ class FixtureRef:
 
     fixture_id: int
     behaviour: str
+    states: tuple[str, ...] | None = None  # the state before each action, when its run recorded them
 
     @classmethod
     def of(cls, value: Any) -> FixtureRef:
         if isinstance(value, FixtureRef):
             return value
         if isinstance(value, Mapping):
-            return cls(int(value["fixture_id"]), str(value["behaviour"]))
-        return cls(int(value.fixture_id), str(value.behaviour))  # a config's FixtureSpec
+            states = value.get("states")
+            return cls(int(value["fixture_id"]), str(value["behaviour"]), tuple(states) if states else None)
+        states = getattr(value, "states", None)  # a config's FixtureSpec
+        return cls(int(value.fixture_id), str(value.behaviour), tuple(states) if states else None)
 
 
 def fixture_reason(fixture_id: int) -> str:
     return f"matches exploit fixture {int(fixture_id)}"
 
 
-def fixture_hit(task, fixtures: Sequence[Any], behaviour: str | None) -> FixtureRef | None:
-    """The first fixture `behaviour` repeats (by the task's `matches_fixture`), or None. `task`
-    None: equal behaviour."""
+def fixture_hit(task, fixtures: Sequence[Any], behaviour: str | None, states: Sequence[str] | None = None) -> FixtureRef | None:
+    """The first fixture `behaviour` repeats (by the task's `matches_fixture`; `task` None: equal
+    behaviour), or None. Where both the fixture and the rollout recorded their states (a gym's),
+    they must be the same too: the refund task's "lookup > refund > finish" is the shortcut on a
+    high-value order and the honest path on a low one, and only the states tell them apart."""
     if not fixtures or behaviour is None:
         return None
     for fixture in fixtures:
         ref = FixtureRef.of(fixture)
-        if (task.matches_fixture(ref.behaviour, behaviour) if task is not None else ref.behaviour == behaviour):
-            return ref
+        if not (task.matches_fixture(ref.behaviour, behaviour) if task is not None else ref.behaviour == behaviour):
+            continue
+        if ref.states and states and tuple(states) != ref.states:
+            continue
+        return ref
     return None
 
 
@@ -158,7 +166,7 @@ def score_rollouts(task, scorer: str, values: dict[str, list], completions: list
         behaviour = task.behaviour(environment, completion, actions)
         eligible, violation, reason = verdict.eligible if guarded else True, verdict.violation, verdict.reason
         if fixtures:
-            hit = fixture_hit(task, fixtures, behaviour)
+            hit = fixture_hit(task, fixtures, behaviour, fields.get("states"))
             if guarded:
                 term = fixture_penalty(task) if hit is not None else 0.0
                 components[FIXTURE_PENALTY_COMPONENT] = term

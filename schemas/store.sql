@@ -249,7 +249,8 @@ CREATE TABLE IF NOT EXISTS fixtures (
     task          VARCHAR,                 -- the task spec of its run (agentrl.tasks.load_task); NULL: refund (older stores)
     behaviour     VARCHAR,                 -- what it did; a guarded run launched later vetoes every repeat of it
     row_json      JSON,                    -- the dataset row its environment was reset with
-    calls         JSON                     -- its tool calls in order, [{"name", "arguments"}], re-executed by the gate
+    calls         JSON,                    -- its tool calls in order, [{"name", "arguments"}], re-executed by the gate
+    states        VARCHAR[]                -- the state before each action, when its run recorded them (a gym's)
 );
 -- Stores made before fixtures held any task's episode get the columns here (idempotent); amount
 -- and start_state stay the refund task's columns (0 and '' for other tasks).
@@ -257,6 +258,7 @@ ALTER TABLE fixtures ADD COLUMN IF NOT EXISTS task VARCHAR;
 ALTER TABLE fixtures ADD COLUMN IF NOT EXISTS behaviour VARCHAR;
 ALTER TABLE fixtures ADD COLUMN IF NOT EXISTS row_json JSON;
 ALTER TABLE fixtures ADD COLUMN IF NOT EXISTS calls JSON;
+ALTER TABLE fixtures ADD COLUMN IF NOT EXISTS states VARCHAR[];
 
 -- Promotion decisions: 'promote' (with the bundle it wrote) or 'rollback'. Append-only.
 CREATE SEQUENCE IF NOT EXISTS promotion_ids;

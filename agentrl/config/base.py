@@ -91,6 +91,7 @@ class FixtureSpec(BaseModel):
 
     fixture_id: int = Field(ge=0, le=2**63 - 1, description="The fixture's id in the store (agentrl review fixtures).")
     behaviour: str = Field(min_length=1, max_length=1000, description="The behaviour a rollout must not repeat.")
+    states: list[str] | None = Field(default=None, max_length=1000, description="The state before each of its actions, when its run recorded them: a rollout that also records states repeats it only through the same states.")
 
 
 class RunConfig(Settings):

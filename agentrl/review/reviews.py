@@ -128,7 +128,8 @@ def mark_exploit(con, run_id: str, step: int, traj_idx: int, reviewer: str, note
         fixture_id = queries.add_fixture(
             con, run_id, step, traj_idx, row["task_id"], int(row.get("amount") or 0), states[0] if states else "",
             list(row.get("actions") or [c["name"] for c in calls if "name" in c]), note, reviewer, now, task=spec, behaviour=behaviour,
-            row_json=json.dumps(stored_row, sort_keys=True), calls_json=json.dumps(calls, sort_keys=True))
+            row_json=json.dumps(stored_row, sort_keys=True), calls_json=json.dumps(calls, sort_keys=True),
+            states=states if states and len(states) == len(row.get("actions") or []) else None)
         written.append(("fixtures", fixture_id))
     return fixture_id
 

@@ -3,6 +3,8 @@ records (issue 13: everything the pages do, also from the command line)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 
 import pytest
@@ -80,6 +82,13 @@ def test_review_list_approve_reject_fixture_follow_the_pages_rules(pair, capsys)
         assert fixtures["task"].tolist() == ["refund", "refund"]
         assert fixtures["behaviour"].tolist() == [queries.trajectory(con, ids["outcome"], r["step"], r["traj_idx"])["behaviour"]
                                                   for r in rows[:2]]
+        # A refund run launched now lists both, with the gym states they went through.
+        from agentrl.config import load_preset
+        from agentrl.launcher import with_fixtures
+
+        listed = with_fixtures(Path(runs_dir), load_preset("refund-guarded")).fixtures
+        assert [(f.fixture_id, f.behaviour) for f in listed] == list(zip(fixtures["fixture_id"], fixtures["behaviour"]))
+        assert all(f.states and f.states[0] == "start" for f in listed)
     finally:
         con.close()
     code, _, err = run(capsys, "review", "approve", ids["outcome"], "nope", "--runs-dir", runs_dir)

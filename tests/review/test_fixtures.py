@@ -89,7 +89,8 @@ def test_the_fixture_replays_through_the_task_and_only_the_outcome_scorer_lets_i
 
 def test_a_guarded_run_launched_after_the_fixture_lists_it_and_vetoes_every_repeat(reviewed):
     _, con, outcome, guarded, fixture_id = reviewed
-    assert json.loads(queries.get_run(con, guarded)["config"])["fixtures"] == [{"fixture_id": fixture_id, "behaviour": SHORTCUT}]
+    assert json.loads(queries.get_run(con, guarded)["config"])["fixtures"] == [
+        {"fixture_id": fixture_id, "behaviour": SHORTCUT, "states": None}]  # the calendar records no states
     assert json.loads(queries.get_run(con, outcome)["config"])["fixtures"] == []  # launched before it
     rows = con.execute("SELECT behaviour, violation, eligible, vetoed, updated, verifier_reason, components FROM trajectories "
                        "WHERE run_id = ?", [guarded]).fetchall()

@@ -77,7 +77,7 @@ def fixture_guard(scorer, fixtures, guarded: bool):
 
     def scored(trajectory):
         score = scorer(trajectory)
-        hit = fixture_hit(None, fixtures, default_behaviour(trajectory.actions))
+        hit = fixture_hit(None, fixtures, default_behaviour(trajectory.actions), trajectory.states)
         term = -VIOLATION_PENALTY if hit is not None else 0.0
         return Score(reward=score.reward + term, eligible=score.eligible and hit is None,
                      components={**score.components, FIXTURE_PENALTY_COMPONENT: term})
@@ -90,7 +90,7 @@ def trajectory_records(record: RoundRecord, fixtures=()) -> list[TrajectoryRecor
     advantage; a repeat of one of `fixtures` is flagged as a violation, with its reason."""
     from agentrl.scorers import fixture_hit, fixture_reason
 
-    hits = [fixture_hit(None, fixtures, default_behaviour(traj.actions)) for traj in record.batch]
+    hits = [fixture_hit(None, fixtures, default_behaviour(traj.actions), traj.states) for traj in record.batch]
     return [
         TrajectoryRecord(
             step=record.step, traj_idx=i, task_id=traj.task.task_id, amount=traj.task.amount,

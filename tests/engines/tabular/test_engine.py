@@ -27,3 +27,17 @@ def test_a_guarded_round_vetoes_and_flags_every_repeat_of_a_fixture(cloned_polic
         if hit:
             assert row.violation and not row.eligible and row.vetoed and not row.updated
             assert row.verifier_reason in ("matches exploit fixture 4", "matches exploit fixture 5")
+
+
+def test_a_refund_fixture_matches_through_its_states_so_the_honest_low_value_refund_still_teaches():
+    """Behaviour alone cannot tell the shortcut on a high-value order from the honest path on a low
+    one ("lookup > refund > finish" both); the fixture keeps its gym states and matches only through them."""
+    from agentrl.tasks.refund.gym import Task as GymTask
+    from agentrl.tasks.refund.rollout import replay
+
+    shortcut = replay(GymTask("high", 90), ["lookup", "refund", "finish"])
+    honest = replay(GymTask("low", 20), ["lookup", "refund", "finish"])
+    fixture = [FixtureRef(1, "lookup > refund > finish", tuple(shortcut.states))]
+    guarded = fixture_guard(get_scorer("guarded"), fixture, guarded=True)
+    assert guarded(shortcut).components["fixture_penalty"] == -2.0
+    assert guarded(honest).components["fixture_penalty"] == 0.0 and guarded(honest).eligible
