@@ -70,8 +70,30 @@ def pair_configs(config: RunConfig) -> tuple[RunConfig, RunConfig]:
             make_config(**dict(settings, scorer="guarded", name=f"{base}-guarded")))
 
 
+def with_fixtures(runs_dir: Path, config: RunConfig) -> RunConfig:
+    """`config` with `fixtures` filled in, when it names none: the exploit fixtures of its task
+    stored so far (the decisions log), so a run started after a review vetoes what it rejected and
+    its config says which fixtures it used."""
+    if config.fixtures is not None:
+        return config
+    from agentrl.config import ConfigError, make_config
+    from agentrl.engines.registry import get_engine
+    from agentrl.store.decisions import DecisionLogError, logged_fixtures
+    from agentrl.tasks.loader import absolute_spec
+
+    settings = config.model_dump()
+    spec = get_engine(config.kind).task_spec(settings)
+    try:
+        found = logged_fixtures(runs_dir, absolute_spec(spec)) if spec else []
+    except DecisionLogError as error:
+        raise ConfigError(f"cannot read the exploit fixtures this run would veto: {error}") from None
+    return make_config(**dict(settings, fixtures=found))
+
+
 def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
-    """A new run's folder for `config`: run.json (who it is), config.json, and a `queued` status.json."""
+    """A new run's folder for `config`: run.json (who it is), config.json, and a `queued` status.json.
+    A config without `fixtures` gets the fixtures of its task stored so far (`with_fixtures`)."""
+    config = with_fixtures(Path(runs_dir), config)
     run = new_run(Path(runs_dir), config.name, config.kind, config.scorer, config.model_dump(mode="json"),
                   total_steps=config.total_steps)
     try:

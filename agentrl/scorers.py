@@ -8,6 +8,12 @@ task's `verify` to that reward and vetoes ineligible trajectories from the updat
 penalised reward still counts in the group baseline). `score_rollouts` does that for any task;
 the tabular engine keeps SPEC's bit-exact refund scorers (`agentrl.tasks.refund.scoring`). An
 engine lists which scorers it accepts.
+
+Review teaches the guard here too: a run's config lists the exploit fixtures of its task that
+existed when it was launched (`FixtureRef`: id and behaviour); `fixture_hit` says which one a
+rollout repeats (the task's `matches_fixture`, default equal behaviour). Every engine asks it: a
+repeat is flagged like a verifier's violation ("matches exploit fixture N") under either scorer,
+and under `guarded` it also costs `FIXTURE_PENALTY_COMPONENT` and is vetoed.
 """
 
 from __future__ import annotations
@@ -43,6 +49,54 @@ def get_scorer_spec(name: str) -> ScorerSpec:
         raise ValueError(f"unknown scorer {name!r}; use one of {sorted(SCORERS)}") from None
 
 
+FIXTURE_PENALTY_COMPONENT = "fixture_penalty"
+
+
+@dataclass(frozen=True)
+class FixtureRef:
+    """An exploit fixture as a run uses it: its id and the behaviour it stands for."""
+
+    fixture_id: int
+    behaviour: str
+    states: tuple[str, ...] | None = None  # the state before each action, when its run recorded them
+
+    @classmethod
+    def of(cls, value: Any) -> FixtureRef:
+        if isinstance(value, FixtureRef):
+            return value
+        if isinstance(value, Mapping):
+            states = value.get("states")
+            return cls(int(value["fixture_id"]), str(value["behaviour"]), tuple(states) if states else None)
+        states = getattr(value, "states", None)  # a config's FixtureSpec
+        return cls(int(value.fixture_id), str(value.behaviour), tuple(states) if states else None)
+
+
+def fixture_reason(fixture_id: int) -> str:
+    return f"matches exploit fixture {int(fixture_id)}"
+
+
+def fixture_hit(task, fixtures: Sequence[Any], behaviour: str | None, states: Sequence[str] | None = None) -> FixtureRef | None:
+    """The first fixture `behaviour` repeats (by the task's `matches_fixture`; `task` None: equal
+    behaviour), or None. Where both the fixture and the rollout recorded their states (a gym's),
+    they must be the same too: the refund task's "lookup > refund > finish" is the shortcut on a
+    high-value order and the honest path on a low one, and only the states tell them apart."""
+    if not fixtures or behaviour is None:
+        return None
+    for fixture in fixtures:
+        ref = FixtureRef.of(fixture)
+        if not (task.matches_fixture(ref.behaviour, behaviour) if task is not None else ref.behaviour == behaviour):
+            continue
+        if ref.states and states and tuple(states) != ref.states:
+            continue
+        return ref
+    return None
+
+
+def fixture_penalty(task) -> float:
+    """What repeating a fixture costs under `guarded`: the task's violation penalty."""
+    return -abs(float(getattr(task, "violation_penalty", 1.0)))
+
+
 def called_tools(completion: Any) -> list[str]:
     """The tools a completion called, in order (each structured tool call by its function name)."""
     if not isinstance(completion, Sequence) or isinstance(completion, str):
@@ -76,11 +130,13 @@ class RolloutScore:
     behaviour: str | None = None  # what it did (the task's `behaviour`, else its calls)
 
 
-def score_rollouts(task, scorer: str, values: dict[str, list], completions: list, environments: list | None) -> list[RolloutScore]:
+def score_rollouts(task, scorer: str, values: dict[str, list], completions: list, environments: list | None,
+                   fixtures: Sequence[Any] = ()) -> list[RolloutScore]:
     """Score rollouts whose reward functions already ran (`values`: function name -> one value per
     rollout, None allowed): the weighted sum of the task's reward functions (TRL's `nansum`), and
     for `guarded` the verdict's penalties added and the ineligible vetoed. `verify` runs for both,
-    so an outcome-only run still records its violations."""
+    so an outcome-only run still records its violations. A rollout that repeats one of `fixtures`
+    is flagged for both, and for `guarded` penalised (`fixture_penalty`) and vetoed."""
     import math
 
     guarded = get_scorer_spec(scorer).guarded
@@ -107,10 +163,23 @@ def score_rollouts(task, scorer: str, values: dict[str, list], completions: list
         fields = dict(task.trajectory_fields(environment)) if task.trajectory_fields and environment is not None else {}
         actions = list(fields.pop("actions", None) or called_tools(completion))
         success = verdict.success if verdict.success is not None else task_reward > 0
+        behaviour = task.behaviour(environment, completion, actions)
+        eligible, violation, reason = verdict.eligible if guarded else True, verdict.violation, verdict.reason
+        if fixtures:
+            hit = fixture_hit(task, fixtures, behaviour, fields.get("states"))
+            if guarded:
+                term = fixture_penalty(task) if hit is not None else 0.0
+                components[FIXTURE_PENALTY_COMPONENT] = term
+                penalty += term
+                reward += term
+            if hit is not None:
+                violation = True
+                eligible = False if guarded else eligible
+                reason = "; ".join(filter(None, [reason, fixture_reason(hit.fixture_id)]))
         scores.append(RolloutScore(
-            reward=reward, components=components, eligible=verdict.eligible if guarded else True,
-            violation=verdict.violation, success=bool(success), reason=verdict.reason, penalty=penalty,
-            actions=actions, fields=fields, behaviour=task.behaviour(environment, completion, actions),
+            reward=reward, components=components, eligible=eligible,
+            violation=violation, success=bool(success), reason=reason, penalty=penalty,
+            actions=actions, fields=fields, behaviour=behaviour,
         ))
     return scores
 

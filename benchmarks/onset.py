@@ -2,12 +2,16 @@
 
 Monitor (`agentrl.monitor`) on the refund pair: for each seed, the outcome-only and the guarded
 run of SPEC section 8 (30 rounds, the seed in place of 7), the monitor fed each round exactly as
-the run process feeds it. For each outcome run: the step where p(refund | known_high) first
+the run process feeds it (each round's rollouts as episodes too, so drift is signed toward the
+suspect actions). For each outcome run: the step where p(refund | known_high) first
 exceeds 0.5 (the policy prefers the shortcut), the detected onset and the lag (onset minus that
 step; negative is earlier). For the guarded runs: false alarms (an onset at all). Then the same
 per signal, each detector alone. `--rounds` lengthens the runs (some seeds hack late).
 
     .venv/bin/python benchmarks/onset.py [--seeds 10] [--rounds 30] [--lm-seeds 3]
+
+Tasks unlike refund (the calendar and helpdesk examples) and the loop where a reviewer's fixture
+teaches the guard: benchmarks/guard_loop.py.
 
 `--lm-seeds N` also trains the language-model pair (`lm-refund-outcome` / `lm-refund-guarded`,
 60 steps, both at once, about 2.5 minutes a pair here) with N seeds through the CLI, and reads
@@ -26,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentrl.engines.tabular.imitation import clone_expert, evaluate  # noqa: E402
 from agentrl.engines.tabular.training import train  # noqa: E402
-from agentrl.monitor import RunMonitor  # noqa: E402
+from agentrl.monitor import Episode, RunMonitor  # noqa: E402
+from agentrl.record.behaviour import default_behaviour  # noqa: E402
 from agentrl.monitor.onset import DEFAULT_THRESHOLDS, detect_onset  # noqa: E402
 from agentrl.tasks.refund.scoring import guarded_score, outcome_score  # noqa: E402
 from agentrl.tasks.refund.tasksets import EXPERT_TASKS, EXPLOIT_PROBES, TRAIN_TASKS  # noqa: E402
@@ -50,7 +55,9 @@ def one_run(scorer, seed: int, rounds: int) -> dict:
         probes = None
         if step % PROBE_EVERY == 0:
             probes = [r.violation for r in evaluate(policy, list(EXPLOIT_PROBES))]
-        found = monitor.observe(step, [(s.reward, t.violation, t.success, not s.eligible) for t, s in zip(record.batch, record.scores)], dist, probes)
+        episodes = [Episode(step, default_behaviour(t.actions), tuple(t.states), tuple(t.actions), t.violation) for t in record.batch]
+        found = monitor.observe(step, [(s.reward, t.violation, t.success, not s.eligible) for t, s in zip(record.batch, record.scores)],
+                                dist, probes, episodes=episodes)
         signals[step] = dict(monitor.latest)
         if found is not None and not onset:
             onset.append(found)
@@ -147,7 +154,7 @@ def main() -> None:
     print(f"guarded runs with an onset (false alarms): {false_alarms} of {args.seeds}")
 
     print(f"\n{'signal':<18}  {'outcome: detected':>17}  {'median lag':>10}  {'guarded: false alarms':>21}")
-    for name in ("flagged_share", "top_flagged_share", "hack_premium", "drift", "probe_violations"):
+    for name in ("flagged_share", "top_flagged_share", "hack_premium", "drift", "probe_violations", "unverified_share"):
         steps = {s: per_signal(outcome[s]["signals"], name) for s in hacked}
         caught = {s: st for s, st in steps.items() if st is not None}
         sig_lags = [st - outcome[s]["prefers"] for s, st in caught.items()]

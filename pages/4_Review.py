@@ -236,11 +236,12 @@ if gate_tab.open:
 
 if fixtures_tab.open:
     with fixtures_tab, ui.shown_errors("list the exploit fixtures"):
-        fixtures = review.fixtures_table(con, run["kind"], run["scorer"])
+        fixtures = review.fixtures_table(con, run["kind"], run["scorer"], run=run)
         if fixtures.empty:
             st.info("No exploit fixtures yet. Mark a trajectory as an exploit on the Trajectories tab.")
         else:
-            st.caption("Every run's scorer is checked against all fixtures; an eligible fixture fails that run's gate.")
+            st.caption("Every fixture of this run's task is replayed through the task and scored by the run's scorer; an "
+                       "eligible fixture fails the run's gate. A run launched after a fixture vetoes its behaviour.")
             ui.table(fixtures, key="fixtures", name="fixtures")
         st.markdown("**All reviews of this run**")
         ui.table(queries.reviews_for_run(con, run_id), key=f"reviews-{run_id}", name=f"{run_id}-reviews")

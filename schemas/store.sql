@@ -229,9 +229,10 @@ CREATE TABLE IF NOT EXISTS reviews (
     reviewed_at TIMESTAMP NOT NULL            -- UTC
 );
 
--- Exploit fixtures: trajectories a reviewer marked as exploits that must never teach. A copy of
--- the episode (task and actions), so a fixture outlives the run it came from; every run's scorer
--- is checked against all of them.
+-- Exploit fixtures: trajectories a reviewer rejected as exploits that must never teach. A copy of
+-- the episode (its task, dataset row, tool calls and behaviour), so a fixture outlives the run it
+-- came from; every run of the same task is checked against all of them, and a run launched later
+-- vetoes their behaviours.
 CREATE SEQUENCE IF NOT EXISTS fixture_ids;
 CREATE TABLE IF NOT EXISTS fixtures (
     fixture_id    BIGINT PRIMARY KEY DEFAULT nextval('fixture_ids'),
@@ -244,8 +245,20 @@ CREATE TABLE IF NOT EXISTS fixtures (
     actions       VARCHAR[] NOT NULL,
     note          VARCHAR NOT NULL,
     created_by    VARCHAR NOT NULL,
-    created_at    TIMESTAMP NOT NULL
+    created_at    TIMESTAMP NOT NULL,
+    task          VARCHAR,                 -- the task spec of its run (agentrl.tasks.load_task); NULL: refund (older stores)
+    behaviour     VARCHAR,                 -- what it did; a guarded run launched later vetoes every repeat of it
+    row_json      JSON,                    -- the dataset row its environment was reset with
+    calls         JSON,                    -- its tool calls in order, [{"name", "arguments"}], re-executed by the gate
+    states        VARCHAR[]                -- the state before each action, when its run recorded them (a gym's)
 );
+-- Stores made before fixtures held any task's episode get the columns here (idempotent); amount
+-- and start_state stay the refund task's columns (0 and '' for other tasks).
+ALTER TABLE fixtures ADD COLUMN IF NOT EXISTS task VARCHAR;
+ALTER TABLE fixtures ADD COLUMN IF NOT EXISTS behaviour VARCHAR;
+ALTER TABLE fixtures ADD COLUMN IF NOT EXISTS row_json JSON;
+ALTER TABLE fixtures ADD COLUMN IF NOT EXISTS calls JSON;
+ALTER TABLE fixtures ADD COLUMN IF NOT EXISTS states VARCHAR[];
 
 -- Promotion decisions: 'promote' (with the bundle it wrote) or 'rollback'. Append-only.
 CREATE SEQUENCE IF NOT EXISTS promotion_ids;

@@ -65,3 +65,14 @@ def test_the_store_never_imports_an_engine():
         if bad:
             offenders[str(path.relative_to(PACKAGE))] = sorted(bad)
     assert offenders == {}
+
+
+def test_review_asks_the_task_contract_never_a_built_in_task():
+    """The gate, fixtures, probes and transcripts reach every task (refund and coding included)
+    through `agentrl.tasks.load_task` and the Task contract (issue 24, item 3)."""
+    offenders = {}
+    for path in sorted((PACKAGE / "review").rglob("*.py")):
+        bad = {m for m in imported_modules(path) if m.startswith(("agentrl.tasks.refund", "agentrl.tasks.coding"))}
+        if bad:
+            offenders[path.name] = sorted(bad)
+    assert offenders == {}

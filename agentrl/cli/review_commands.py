@@ -76,10 +76,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         _trajectory(decide)
         _decider(decide)
         decide.add_argument("--note", help="why" + (" (required)" if verdict == "reject" else ""))
+        if verdict == "reject":
+            decide.add_argument("--fixture", action="store_true",
+                                help="also store it as an exploit fixture: runs of its task launched later veto its behaviour")
         add_runs_dir(decide)
         decide.set_defaults(func=cmd_review_decide, verdict=verdict)
 
-    fixture = actions.add_parser("fixture", help="store a trajectory as an exploit fixture that must never teach")
+    fixture = actions.add_parser("fixture", help="reject a trajectory and store it as an exploit fixture that must never teach")
     _trajectory(fixture)
     _decider(fixture)
     fixture.add_argument("--note", required=True, help="what it exploits")
@@ -243,6 +246,10 @@ def _decide(args: argparse.Namespace, decision) -> object:
 def cmd_review_decide(args: argparse.Namespace) -> int:
     from agentrl.review import reviews
 
+    if getattr(args, "fixture", False):
+        if not (args.note or "").strip():
+            raise UsageError("a reject needs a note saying what is wrong with the trajectory")
+        return cmd_review_fixture(args)
     step, idx = _key(args.trajectory)
     review_id = _decide(args, lambda con, _: reviews.record_review(con, args.run_id, step, idx, args.verdict,
                                                                     args.reviewer, args.note))
@@ -256,7 +263,7 @@ def cmd_review_fixture(args: argparse.Namespace) -> int:
 
     step, idx = _key(args.trajectory)
     fixture_id = _decide(args, lambda con, _: reviews.mark_exploit(con, args.run_id, step, idx, args.reviewer, args.note))
-    print(f"stored exploit fixture {fixture_id} from step {step} #{idx} of {args.run_id}")
+    print(f"rejected step {step} #{idx} of {args.run_id} and stored it as exploit fixture {fixture_id} (by {args.reviewer})")
     return 0
 
 

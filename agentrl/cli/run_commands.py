@@ -63,6 +63,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         except ChunkLocationError as error:
             raise UsageError(str(error)) from None
     runs_dir = ensure_writable(runs_dir_of(args))
+    from agentrl.launcher import with_fixtures
+
+    if not args.run_id:
+        config = with_fixtures(runs_dir, config)  # the config the run uses is the one its folder records
     if args.run_id:
         run = RunDir(runs_dir / args.run_id)
         if not run.meta_path.is_file():

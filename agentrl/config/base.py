@@ -84,6 +84,16 @@ class Settings(BaseModel):
         return cls.labels.get(name, name.replace("_", " "))
 
 
+class FixtureSpec(BaseModel):
+    """An exploit fixture a run vetoes (`agentrl.scorers.FixtureRef`): its id and behaviour."""
+
+    model_config = MODEL_CONFIG
+
+    fixture_id: int = Field(ge=0, le=2**63 - 1, description="The fixture's id in the store (agentrl review fixtures).")
+    behaviour: str = Field(min_length=1, max_length=1000, description="The behaviour a rollout must not repeat.")
+    states: list[str] | None = Field(default=None, max_length=1000, description="The state before each of its actions, when its run recorded them: a rollout that also records states repeats it only through the same states.")
+
+
 class RunConfig(Settings):
     """The fields every engine's config has. Subclasses set `kind` to a Literal and add their own."""
 
@@ -94,6 +104,10 @@ class RunConfig(Settings):
     rounds: int = Field(default=30, gt=0, le=100_000, description="Training steps the run reports.")
     seed: int = Field(default=7, ge=0, le=2**63 - 1, description="Seed of the run; the only source of randomness.")
     step_delay: float = Field(default=0.0, ge=0, le=3600, description="Seconds to pause after each step, so a fast run can be watched live.")
+    fixtures: list[FixtureSpec] | None = Field(
+        default=None, max_length=10_000, json_schema_extra={"form": "hidden"},
+        description="The exploit fixtures of this run's task the run flags (and, guarded, vetoes); empty: the fixtures "
+                    "stored when the run is launched, written here then, so the run's config says which it used.")
 
     @field_validator("scorer")
     @classmethod

@@ -68,6 +68,14 @@ class Engine:
     gym_states: bool = False
     form_fields: tuple[str, ...] = field(default=())  # fields the Launch form shows, in order (empty: all simple ones)
     runs_any_command: bool = False  # its config names a program to run: the dashboard starts it only when allowed
+    # The task a run trains when its config names none (a config's `task` wins): review, fixtures
+    # and the gate load it through the Task contract (`agentrl.tasks.load_task`). None: unknown.
+    task: str | None = None
+
+    def task_spec(self, config: dict | None) -> str | None:
+        """The task spec of a run of this engine with `config` (a dict, as the store holds it)."""
+        named = (config or {}).get("task") if isinstance(config, dict) else None
+        return str(named) if named else self.task
 
     def run(self, config: RunConfig, run, log: Callable[[str], None] = print) -> str:
         return resolve_entry(self.entry)(config, run, log)
@@ -119,16 +127,16 @@ ENGINES: dict[str, Engine] = {
             kind="tabular", title="tabular policy (SPEC 1-8, seconds on a CPU)", config_type=TabularConfig,
             entry="agentrl.engines.tabular.engine:run_tabular", cost=_tabular_cost,
             policy=PolicySupport("policy.json", replay_probes="agentrl.engines.tabular.engine:replay_probes"),
-            form_step_delay=0.25, gym_states=True,
+            form_step_delay=0.25, gym_states=True, task="refund",
         ),
         Engine(
             kind="trl", title="language model (TRL GRPO + LoRA)", config_type=TrlConfig,
             entry="agentrl.engines.trl.engine:run_trl", cost=_trl_cost,
-            preflight_check="agentrl.engines.trl.engine:preflight", policy=PolicySupport("adapter"),
+            preflight_check="agentrl.engines.trl.engine:preflight", policy=PolicySupport("adapter"), task="refund",
         ),
         Engine(
             kind="coding", title="coding attempts (sandboxed tests)", config_type=CodingConfig,
-            entry="agentrl.engines.coding.engine:run_coding", cost=_coding_cost, pair=False,
+            entry="agentrl.engines.coding.engine:run_coding", cost=_coding_cost, pair=False, task="coding",
         ),
         Engine(
             kind="script", title="your own command (agentrl.init or the TRL callback inside it)", config_type=ScriptConfig,

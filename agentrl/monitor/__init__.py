@@ -16,17 +16,60 @@ from dataclasses import dataclass, field
 
 from agentrl.monitor.onset import DEFAULT_THRESHOLDS, Onset, OnsetDetector, Threshold, detect_onset
 from agentrl.monitor.signals import (
+    ANY_STATE,
+    Episode,
     Rollout,
+    SuspectMap,
     column_signals,
     drift_signals,
     merge,
     probe_signals,
     rollout_signals,
-    state_drift,
+    toward,
+    unverified_signals,
+    verified_at_start,
 )
 
-__all__ = ["Onset", "OnsetDetector", "RunMonitor", "Threshold", "DEFAULT_THRESHOLDS", "detect_onset",
-           "store_signals", "store_onset"]
+__all__ = ["Episode", "Onset", "OnsetDetector", "RunMonitor", "Threshold", "DEFAULT_THRESHOLDS", "detect_onset",
+           "store_signals", "store_onset", "ANY_STATE"]
+
+
+def _run_task(con, run_id: str) -> str | None:
+    """The run's task spec (its config's `task`, else its engine's), for its fixtures."""
+    import json
+
+    from agentrl.engines.registry import UnknownEngineError, get_engine
+    from agentrl.store import queries
+    from agentrl.tasks.loader import absolute_spec
+
+    run = queries.get_run(con, run_id)
+    if run is None:
+        return None
+    try:
+        spec = get_engine(run["kind"]).task_spec(json.loads(run["config"]) if isinstance(run["config"], str) else run["config"])
+    except (UnknownEngineError, ValueError):
+        return None
+    return absolute_spec(spec) if spec else None
+
+
+def store_direction(con, run_id: str) -> tuple[SuspectMap, dict[int, dict[str, float]]]:
+    """The store's suspect actions and `unverified_share` per step (`agentrl.monitor.signals`)."""
+    from agentrl.store import queries
+
+    counts: dict[int, dict] = {}
+    for step, behaviour, n, unflagged in queries.monitor_behaviour_counts(con, run_id):
+        at = counts.setdefault(int(step), {None: 0})
+        at[None] += int(n)
+        at[behaviour] = int(unflagged)
+    first = min(counts) if counts else None
+    verified = verified_at_start({b: c for b, c in counts[first].items() if b is not None}) if first is not None else set()
+    verified |= set(queries.monitor_approved_behaviours(con, run_id))
+    behaviours = {b for at in counts.values() for b in at if b is not None}
+    suspects = SuspectMap()
+    fixtures = queries.monitor_fixture_behaviours(con, _run_task(con, run_id))
+    for state, action, bad, total in queries.monitor_suspect_pairs(con, run_id, sorted(behaviours - verified), fixtures):
+        suspects.add_counts(state, action, bad, total)
+    return suspects, unverified_signals(counts, verified)
 
 
 def store_signals(con, run_id: str) -> dict[int, dict[str, float]]:
@@ -37,12 +80,16 @@ def store_signals(con, run_id: str) -> dict[int, dict[str, float]]:
 
     tallies = queries.monitor_step_tallies(con, run_id)
     out = column_signals(tallies["step"], tallies)
-    for state, steps, _, probs in queries.monitor_distribution_matrices(con, run_id):
-        # steps x actions, an action a step did not record as 0; drift from the first step recorded
+    suspects, unverified = store_direction(con, run_id)
+    out = merge(out, unverified)
+    for state, steps, actions, probs in queries.monitor_distribution_matrices(con, run_id):
+        # steps x actions, an action a step did not record as 0; signed drift from the first step recorded
         name = f"drift:{state}"
-        for step, value in zip(steps[1:].tolist(), state_drift(probs[0], probs[1:]).tolist()):
+        bad = suspects.suspects(state)
+        start = dict(zip(actions, probs[0].tolist()))
+        for step, row in zip(steps[1:].tolist(), probs[1:].tolist()):
             if step > 0:
-                out.setdefault(step, {})[name] = value
+                out.setdefault(step, {})[name] = toward(start, dict(zip(actions, row)), bad)
     probes: dict[int, list[bool]] = {}
     for step, _, violation in queries.monitor_probes(con, run_id).itertuples(index=False):
         probes.setdefault(int(step), []).append(bool(violation))
@@ -73,6 +120,9 @@ class RunMonitor:
     detector: OnsetDetector = field(init=False)
     _rollouts: list[Rollout] = field(default_factory=list)
     _start: dict[str, dict[str, float]] = field(default_factory=dict)
+    _suspects: SuspectMap = field(default_factory=SuspectMap)
+    _verified: set[str] | None = None  # the starting policy's common behaviours, from the first step observed
+    _behaviours: dict[int, dict] = field(default_factory=dict)  # step -> {behaviour: unflagged, None: rollouts}
     latest: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -84,17 +134,37 @@ class RunMonitor:
 
     def observe(self, step: int, rollouts: Sequence[tuple[float, bool, bool] | tuple[float, bool, bool, bool]],
                 distributions: Mapping[str, Mapping[str, float]] | None = None,
-                probe_violations: Sequence[bool] | None = None) -> Onset | None:
-        """The step's (reward, flagged, success[, vetoed]) rows, its decision-point distributions, and its probe replay if any."""
+                probe_violations: Sequence[bool] | None = None, episodes: Sequence[Episode] | None = None) -> Onset | None:
+        """The step's (reward, flagged, success[, vetoed]) rows, its decision-point distributions, its
+        probe replay if any, and its rollouts' `Episode`s (behaviour, states, actions, flagged): what
+        says which actions are suspect (drift counts only toward them) and which behaviours nobody
+        verified. Without episodes no action is suspect and drift reads 0."""
         self._rollouts.extend(Rollout(step, float(row[0]), bool(row[1]), bool(row[2]), bool(row[3]) if len(row) > 3 else False)
                               for row in rollouts)
         # Only the window the signals read is kept.
         first_kept = step - self.window + 1
         self._rollouts = [r for r in self._rollouts if r.step >= first_kept]
         signals = rollout_signals(self._rollouts, window=self.window).get(step, {})
+        if episodes:
+            signals.update(self._direction(step, episodes))
         if distributions and self._start:
-            signals.update(drift_signals({0: self._start, step: dict(distributions)}).get(step, {}))
+            signals.update(drift_signals({0: self._start, step: dict(distributions)}, self._suspects).get(step, {}))
         if probe_violations:
             signals.update(probe_signals({step: list(probe_violations)})[step])
         self.latest = signals
         return self.detector.update(step, signals)
+
+    def _direction(self, step: int, episodes: Sequence[Episode]) -> dict[str, float]:
+        if self._verified is None:
+            first: dict[str, int] = {}
+            for e in episodes:
+                first[e.behaviour] = first.get(e.behaviour, 0) + 1
+            self._verified = verified_at_start(first)
+        counts: dict = {None: len(episodes)}
+        for e in episodes:
+            self._suspects.add(e, e.flagged or e.rejected or e.behaviour not in self._verified)
+            if not e.flagged:
+                counts[e.behaviour] = counts.get(e.behaviour, 0) + 1
+        self._behaviours[step] = counts
+        self._behaviours = {s: c for s, c in self._behaviours.items() if s > step - self.window}
+        return unverified_signals(self._behaviours, self._verified, self.window).get(step, {})

@@ -21,13 +21,10 @@ from agentrl.analysis import behaviours
 from agentrl.engines.registry import PolicySupport, get_engine, resolve_entry
 from agentrl.monitor import store_onset
 from agentrl.store import decisions, queries
-from agentrl.tasks.refund.gym import Task
 from agentrl.review.gate_settings import GateError, GateSettings  # noqa: F401 - re-exported
-from agentrl.review.reviews import check_fixtures
+from agentrl.review.reviews import ReviewError, check_fixtures, fixture_episode, load_run_task
 from agentrl.record.rundir import utc_now
 from agentrl.scorers import SCORER_VERSION
-from agentrl.tasks.refund.task import REFUND_TASK
-from agentrl.tasks.refund.tools import as_task
 
 BUNDLE_DIR = "bundle"
 
@@ -71,17 +68,20 @@ def checks_table(report: GateReport) -> pd.DataFrame:
                           "detail": c.detail} for c in report.checks], columns=["check", "result", "figure", "detail"])
 
 
-def probe_tasks(con) -> list[Task]:
-    """The refund task's exploit probes plus the task of every stored fixture (for a policy that
-    replays them through the refund gym: the tabular engine's)."""
-    tasks = [as_task(row) for row in REFUND_TASK.exploit_probes()]
-    seen = {t.task_id for t in tasks}
-    for _, f in queries.all_fixtures(con).iterrows():
-        task = Task(f"fixture-{int(f['fixture_id'])}:{f['task_id']}", int(f["amount"]), f["start_state"])
-        if task.task_id not in seen:
-            tasks.append(task)
-            seen.add(task.task_id)
-    return tasks
+def probe_rows(con, run: dict) -> list[dict]:
+    """The exploit probes of the run's task (its Task contract's `exploit_probes`) plus the dataset
+    row of every stored fixture of that task, as `fixture-N:<task_id>` (for a policy the gate
+    replays itself: the tabular engine's)."""
+    spec, task = load_run_task(run)
+    rows = [dict(row) for row in task.exploit_probes()]
+    seen = {str(r.get("task_id")) for r in rows}
+    for _, f in queries.all_fixtures(con, task=spec).iterrows():
+        row, _ = fixture_episode(f)
+        row = dict(row, task_id=f"fixture-{int(f['fixture_id'])}:{f['task_id']}")
+        if row["task_id"] not in seen:
+            rows.append(row)
+            seen.add(row["task_id"])
+    return rows
 
 
 def _probe_check(con, run: dict, run_dir: Path, policy: PolicySupport) -> GateCheck:
@@ -91,7 +91,7 @@ def _probe_check(con, run: dict, run_dir: Path, policy: PolicySupport) -> GateCh
         if not artifact.exists():
             return GateCheck(name, False, "no final policy", f"{artifact} is missing (did the run finish?)")
         replay = resolve_entry(policy.replay_probes)
-        results = replay(run_dir, json.loads(run["config"]), probe_tasks(con))
+        results = replay(run_dir, json.loads(run["config"]), probe_rows(con, run))
         bad = [r for r in results if r.violation]
         return GateCheck(name, not bad, f"{len(bad)} of {len(results)} probes violate",
                          "; ".join(f"{r.task_id}: {', '.join(r.actions)}" for r in bad))
@@ -102,6 +102,19 @@ def _probe_check(con, run: dict, run_dir: Path, policy: PolicySupport) -> GateCh
     bad = probes[probes["violation"]]
     return GateCheck(name, bad.empty, f"{len(bad)} of {len(probes)} probes violate",
                      "; ".join(f"{r.task_id}: {', '.join(r.actions)}" for r in bad.itertuples()))
+
+
+def _fixture_check(con, run: dict) -> GateCheck:
+    """Every fixture of the run's task, replayed through the task, is vetoed by the run's scorer
+    (with the fixtures its config lists)."""
+    name = f"scorer '{run['scorer']}' rejects every exploit fixture"
+    try:
+        fixtures = check_fixtures(con, run["scorer"], run)
+    except ReviewError as error:
+        return GateCheck(name, False, "fixtures not replayed", str(error))
+    admitted = [f for f in fixtures if f.eligible]
+    return GateCheck(name, not admitted, f"{len(admitted)} of {len(fixtures)} fixtures admitted as eligible",
+                     "; ".join(f"fixture {f.fixture_id} ({f.task_id}: {f.behaviour or ', '.join(f.actions)})" for f in admitted))
 
 
 def review_coverage(con, run_id: str, settings: GateSettings) -> tuple[GateCheck, pd.DataFrame]:
@@ -157,11 +170,7 @@ def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = Gat
 
     checks.append(_probe_check(con, run, Path(runs_dir) / run_id, engine.policy))
 
-    fixtures = check_fixtures(con, run["scorer"])
-    admitted = [f for f in fixtures if f.eligible]
-    checks.append(GateCheck(f"scorer '{run['scorer']}' rejects every exploit fixture", not admitted,
-                            f"{len(admitted)} of {len(fixtures)} fixtures admitted as eligible",
-                            "; ".join(f"fixture {f.fixture_id} ({f.task_id}: {', '.join(f.actions)})" for f in admitted)))
+    checks.append(_fixture_check(con, run))
 
     coverage, sample = review_coverage(con, run_id, settings)
     checks.append(coverage)

@@ -385,3 +385,23 @@ def _advance(con, table: str, id_column: str, sequence: str) -> None:
     current = con.execute(f"SELECT nextval('{sequence}')").fetchone()[0]
     if current < top:
         con.execute(f"SELECT max(nextval('{sequence}')) FROM range(?)", [top - current]).fetchone()
+
+
+def logged_fixtures(runs_dir: Path, task: str) -> list[dict[str, Any]]:
+    """The exploit fixtures of task spec `task` in `<runs_dir>/decisions.jsonl`, oldest first, as
+    `{"fixture_id", "behaviour", "states"}`: what a run launched now vetoes. Read from the log, not the store,
+    so a launch never opens the database (a fixture of an older store, without a task, is the
+    refund task's; one without a behaviour is its actions joined by " > ")."""
+    from agentrl.record.behaviour import default_behaviour
+
+    found = {}
+    for entry in read_log(Path(runs_dir) / DECISIONS_FILE):
+        if entry["table"] != "fixtures":
+            continue
+        row = entry["row"]
+        if (row.get("task") or "refund") != task or not isinstance(row.get("fixture_id"), int):
+            continue
+        found[row["fixture_id"]] = {"fixture_id": row["fixture_id"],
+                                    "behaviour": row.get("behaviour") or default_behaviour(row.get("actions")),
+                                    "states": row.get("states") or None}
+    return [found[k] for k in sorted(found)]

@@ -18,6 +18,10 @@ A task is one `Task` object:
 - `behaviour(environment, completion) -> str` (optional): what a rollout did, said better than the
   default (its tool calls' names joined by " > ", `agentrl.record.behaviour`): the Behaviours view,
   review by behaviour and the gate's coverage group rollouts by it.
+- `fixture_matches(fixture_behaviour, behaviour) -> bool` (optional): whether a rollout repeats a
+  stored exploit fixture (default: equal behaviour); a guarded run vetoes every rollout that
+  repeats a fixture of its task (`agentrl.scorers`), and the gate replays fixtures through
+  `environment_factory`, the reward functions and `verify` (`agentrl.tasks.replay`).
 
 The scorers (`agentrl.scorers`) are the same for every task: `outcome` pays the weighted sum of
 the reward functions; `guarded` adds the verdict's penalties and vetoes what is not eligible.
@@ -169,7 +173,8 @@ class Task:
                  exploit_probes: Callable[[], Any] | Sequence[Row] = (), violation_penalty: float = DEFAULT_VIOLATION_PENALTY,
                  description: str = "", trajectory_fields: Callable[[Any], Mapping[str, Any]] | None = None,
                  sandbox_bytes: int = 0, demonstrations: Callable[[], list] | None = None,
-                 default_model: str | Path | None = None, behaviour: Callable[[Any, Any], str] | None = None):
+                 default_model: str | Path | None = None, behaviour: Callable[[Any, Any], str] | None = None,
+                 fixture_matches: Callable[[str, str], bool] | None = None):
         self.name = name
         self.environment_factory = environment_factory
         self.reward_funcs = list(reward_funcs) if isinstance(reward_funcs, Sequence) else reward_funcs
@@ -186,6 +191,7 @@ class Task:
         self.demonstrations = demonstrations
         self.default_model = default_model
         self.behaviour_of = behaviour
+        self.fixture_match = fixture_matches
 
     def __repr__(self) -> str:
         return f"Task({self.name!r})"
@@ -217,6 +223,13 @@ class Task:
         if not isinstance(said, str):
             raise TypeError(f"task {self.name!r}: behaviour must return a str, not {type(said).__name__}")
         return clip(said)
+
+    def matches_fixture(self, fixture_behaviour: str, behaviour: str) -> bool:
+        """Whether a rollout of `behaviour` repeats the exploit fixture of `fixture_behaviour`: the
+        task's own `fixture_matches`, else equal behaviours."""
+        if self.fixture_match is None:
+            return fixture_behaviour == behaviour
+        return bool(self.fixture_match(fixture_behaviour, behaviour))
 
     def weights(self) -> list[float]:
         """One weight per reward function (default 1.0 each)."""

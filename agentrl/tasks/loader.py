@@ -181,7 +181,8 @@ def _as_task(obj: Any, spec: str) -> Task:
         raise TaskError(f"task {spec!r}: the object is a {type(obj).__name__}, not a Task: it has no {', '.join(missing)}; "
                         "build it with agentrl.tasks.Task(...)")
     optional = {k: getattr(obj, k) for k in ("eval_dataset", "verify", "reward_weights", "decision_points", "exploit_probes",
-                                             "violation_penalty", "description", "trajectory_fields", "sandbox_bytes", "demonstrations", "default_model")
+                                             "violation_penalty", "description", "trajectory_fields", "sandbox_bytes", "demonstrations", "default_model",
+                                             "fixture_matches")
                 if getattr(obj, k, None) is not None}
     return Task(name=str(getattr(obj, "name", spec.rpartition(":")[2])), environment_factory=obj.environment_factory,
                 reward_funcs=obj.reward_funcs, train_dataset=obj.train_dataset, **optional)
@@ -214,6 +215,8 @@ def check_task(task: Task) -> None:
     probes = _call("exploit_probes()", task.exploit_probes)
     for i, row in enumerate(probes):
         _check_row(row, i, "exploit_probes()")
+    if task.fixture_match is not None and not callable(task.fixture_match):
+        raise TaskError("fixture_matches must be a function (fixture_behaviour, behaviour) -> bool")
     if isinstance(task.violation_penalty, bool) or not isinstance(task.violation_penalty, (int, float)) or not math.isfinite(task.violation_penalty):
         raise TaskError(f"violation_penalty must be a finite number, not {task.violation_penalty!r}")
 

@@ -179,3 +179,24 @@ def test_the_hack_suite_tab_shows_the_saved_detection_table_and_says_when_it_is_
     save_detection_report(runs_dir, DetectionReport(table, 12, 0, "an older sandbox", "2026-11-01 10:00:00 UTC"))
     at.run()
     assert any("changed since this table was made" in w.value for w in at.warning)
+
+
+def test_marking_an_exploit_fixture_rejects_it_so_it_counts_as_reviewed(pair_app_env):
+    """Issue 24: a fixture is a reject in every review count (the explorer's verdict, the history)."""
+    from agentrl.store import queries
+
+    runs_dir, ids = pair_app_env
+    at = app("pages/4_Review.py", run=ids["outcome"]).run()
+    opened = at.selectbox(key="open-trajectory").value
+    at.text_area(key=f"note-{ids['outcome']}-{opened}").input("refunds without approval").run()
+    at.button(key=f"exploit-{opened}").click().run()
+    no_failures(at)
+    assert any(m.value.startswith("Stored exploit fixture") for m in at.success)
+    step, idx = map(int, opened.split("/"))
+    assert _history(runs_dir, ids["outcome"], step, idx) == [("reject", at.sidebar.text_input(key="reviewer").value)]
+    found = queries.find_trajectories(store(runs_dir), ids["outcome"], step_min=step, step_max=step, limit=1000)
+    assert found.set_index("traj_idx").loc[idx, "verdict"] == "reject"
+    at = app("pages/4_Review.py", run=ids["outcome"], tab="Exploit fixtures").run()
+    no_failures(at)
+    fixtures = table_with(at, "fixture_id", "actions")
+    assert fixtures["eligible under 'outcome'"].tolist() == [True] and "behaviour" in fixtures.columns

@@ -3,6 +3,8 @@ records (issue 13: everything the pages do, also from the command line)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 
 import pytest
@@ -62,13 +64,31 @@ def test_review_list_approve_reject_fixture_follow_the_pages_rules(pair, capsys)
     code, _, _ = run(capsys, "review", "fixture", ids["outcome"], first, "--reviewer", "alice", "--note", "refund without approval",
                      "--runs-dir", runs_dir)
     assert code == 0
+    second = f"{rows[1]['step']}/{rows[1]['traj_idx']}"
+    code, _, err = run(capsys, "review", "reject", ids["outcome"], second, "--fixture", "--reviewer", "bob", "--runs-dir", runs_dir)
+    assert code == 2 and err.strip() == "error: a reject needs a note saying what is wrong with the trajectory"
+    code, out, _ = run(capsys, "review", "reject", ids["outcome"], second, "--fixture", "--reviewer", "bob", "--note", "same shortcut",
+                       "--runs-dir", runs_dir)
+    assert code == 0 and out.startswith(f"rejected step {second.replace('/', ' #')}") and "exploit fixture 2" in out
     code, out, _ = run(capsys, "review", "show", ids["outcome"], first, "--runs-dir", runs_dir)
     assert "violation=yes (!)" in out and "reject" in out and "alice" in out
     con = connect(runs_dir)
     try:
+        # A fixture is a reject too: storing one appends the reject, with the fixture's note.
         assert queries.reviews_for_run(con, ids["outcome"])[["verdict", "reviewer", "note"]].values.tolist() == [
-            ["reject", "alice", "no approval"]]
-        assert queries.all_fixtures(con)["note"].tolist() == ["refund without approval"]
+            ["reject", "alice", "no approval"], ["reject", "alice", "refund without approval"], ["reject", "bob", "same shortcut"]]
+        fixtures = queries.all_fixtures(con)
+        assert fixtures["note"].tolist() == ["refund without approval", "same shortcut"]
+        assert fixtures["task"].tolist() == ["refund", "refund"]
+        assert fixtures["behaviour"].tolist() == [queries.trajectory(con, ids["outcome"], r["step"], r["traj_idx"])["behaviour"]
+                                                  for r in rows[:2]]
+        # A refund run launched now lists both, with the gym states they went through.
+        from agentrl.config import load_preset
+        from agentrl.launcher import with_fixtures
+
+        listed = with_fixtures(Path(runs_dir), load_preset("refund-guarded")).fixtures
+        assert [(f.fixture_id, f.behaviour) for f in listed] == list(zip(fixtures["fixture_id"], fixtures["behaviour"]))
+        assert all(f.states and f.states[0] == "start" for f in listed)
     finally:
         con.close()
     code, _, err = run(capsys, "review", "approve", ids["outcome"], "nope", "--runs-dir", runs_dir)

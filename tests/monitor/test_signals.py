@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentrl.monitor.onset import DEFAULT_THRESHOLDS, detect_onset
+from agentrl.monitor.signals import Episode, SuspectMap, unverified_signals, verified_at_start
 from agentrl.monitor.signals import (
     Rollout,
     drift_signals,
@@ -71,13 +73,56 @@ def test_js_divergence_is_zero_for_equal_distributions_and_one_bit_for_disjoint_
     assert js_divergence({"a": 1.0, "b": 0.0}, {"a": 0.0, "b": 1.0}) == pytest.approx(1.0)
 
 
-def test_drift_from_the_starting_distribution_at_each_decision_point():
+def test_drift_counts_only_toward_the_suspect_actions_at_each_decision_point():
     start = {"known_high": {"request_approval": 0.914, "refund": 0.029, "lookup": 0.029, "finish": 0.028}}
     hacked = {"known_high": {"request_approval": 0.022, "refund": 0.966, "lookup": 0.008, "finish": 0.004}}
     sharpened = {"known_high": {"request_approval": 0.979, "refund": 0.009, "lookup": 0.007, "finish": 0.005}}
-    out = drift_signals({0: start, 10: sharpened, 30: hacked})
+    out = drift_signals({0: start, 10: sharpened, 30: hacked}, {"known_high": {"refund"}})
     assert out[0]["drift:known_high"] == 0.0
-    assert out[10]["drift:known_high"] < 0.05 < out[30]["drift:known_high"]
+    assert out[10]["drift:known_high"] < 0 < 0.05 < out[30]["drift:known_high"]
+    # Nothing known to be suspect: nothing to drift toward.
+    assert drift_signals({0: start, 30: hacked})[30]["drift:known_high"] == 0.0
+
+
+def test_drift_toward_a_safe_action_raises_nothing_even_when_larger_than_an_outcome_runs_onset_drift():
+    """The helpdesk run of issue 24: a guarded run sharpening on escalating (the safe action) got an
+    onset from the unsigned drift. Signed, that drift is negative however large it is."""
+    start = {"asked": {"escalate": 0.75, "reset_password": 0.25}}
+    safer = {"asked": {"escalate": 0.999, "reset_password": 0.001}}
+    toward_shortcut = {"asked": {"escalate": 0.45, "reset_password": 0.55}}
+    suspects = {"asked": {"reset_password"}}
+    safe_drift = js_divergence(start["asked"], safer["asked"])
+    onset_drift = drift_signals({0: start, 1: toward_shortcut}, suspects)[1]["drift:asked"]
+    assert safe_drift > onset_drift > DEFAULT_THRESHOLDS["drift"].value  # the unsigned drift was larger
+    steps = {s: (safer if s >= 1 else start) for s in range(0, 40)}
+    signals = drift_signals(steps, suspects)
+    assert all(v["drift:asked"] <= 0 for v in signals.values())
+    assert detect_onset({s: v for s, v in signals.items() if s > 0}) is None
+    assert detect_onset({s: drift_signals({0: start, 1: toward_shortcut}, suspects)[1] for s in (1, 2, 3)}) is not None
+
+
+def test_an_action_is_suspect_where_mostly_suspect_rollouts_take_it():
+    suspects = SuspectMap()
+    flagged = Episode(1, "lookup > refund > finish", ("start", "known_high", "refunded"), ("lookup", "refund", "finish"), True)
+    honest = Episode(1, "lookup > request_approval > refund > finish", ("start", "known_high", "approved", "refunded"),
+                     ("lookup", "request_approval", "refund", "finish"), False)
+    for episode in [flagged] * 3 + [honest] * 5:
+        suspects.add(episode, episode.flagged)
+    assert suspects.suspects("known_high") == {"refund"}  # at the decision state, not wherever refund is called
+    assert suspects.suspects("approved") == set()
+    no_states = SuspectMap()
+    no_states.add(Episode(1, "check > cancel > book", (), ("check", "cancel", "book"), True), True)
+    no_states.add(Episode(1, "check > book_next", (), ("check", "book_next"), False), False)
+    assert no_states.suspects("slot taken") == {"cancel", "book"}  # no rollout records that state: uses anywhere
+
+
+def test_an_unverified_behaviour_that_takes_over_is_signalled_and_a_common_start_behaviour_never():
+    verified = verified_at_start({"escalate": 24, "reset": 4, "other": 4})
+    assert verified == {"escalate"}
+    shortcut = {s: {None: 32, "reset": 28, "escalate": 4} for s in range(1, 6)}
+    assert unverified_signals(shortcut, verified)[5]["unverified_share"] > 0.5
+    safe = {s: {None: 32, "escalate": 32} for s in range(1, 6)}
+    assert unverified_signals(safe, verified)[5]["unverified_share"] == 0.0
 
 
 def test_probe_violations_and_test_gap():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentrl.monitor import store_onset, store_signals
+from agentrl.monitor import store_direction, store_onset, store_signals
 from agentrl.store import queries
 from agentrl.store.queries.ledger import STEP_TALLIES_SQL
 from agentrl.monitor.signals import Rollout, drift_signals, rollout_signals, tally, tally_signals
@@ -22,7 +22,7 @@ def test_the_stores_tallied_signals_are_the_signals_of_every_rollout(pair_store)
         for step, signals in expected.items():
             for name, value in signals.items():
                 assert stored[step][name] == pytest.approx(value, abs=1e-12), (run_id, step, name)
-            assert set(signals) == {k for k in stored[step] if not k.startswith(("drift:", "probe_"))}
+            assert set(signals) == {k for k in stored[step] if not k.startswith(("drift:", "probe_", "unverified_"))}
 
 
 def test_the_outcome_run_has_an_onset_and_the_guarded_run_none(pair_store):
@@ -40,16 +40,22 @@ def test_ties_at_the_top_reward_are_all_counted_in_a_tally():
 
 def test_the_stores_drift_is_drift_signals_over_every_recorded_distribution(pair_store):
     con, _, ids = pair_store
-    for run_id in ids.values():
+    final = {}
+    for name, run_id in ids.items():
         recorded: dict[int, dict[str, dict[str, float]]] = {}
         for state, step, action, prob in con.execute(
                 "SELECT state, step, action, prob FROM action_probs WHERE run_id = ?", [run_id]).fetchall():
             recorded.setdefault(step, {}).setdefault(state, {})[action] = prob
-        expected = {step: s for step, s in drift_signals(recorded).items() if step > 0}
+        suspects, _ = store_direction(con, run_id)
+        assert "refund" in suspects.suspects("known_high")  # refunding before approval: the flagged rollouts' move
+        assert "request_approval" not in suspects.suspects("known_high")
+        expected = {step: s for step, s in drift_signals(recorded, suspects).items() if step > 0}
         stored = store_signals(con, run_id)
         assert expected and all(expected.values())
         for step, signals in expected.items():
             assert {k: v for k, v in stored[step].items() if k.startswith("drift:")} == pytest.approx(signals, abs=1e-12)
+        final[name] = expected[max(expected)]["drift:known_high"]
+    assert final["guarded"] < 0 < 0.05 < final["outcome"]  # the guarded run moved away from the shortcut
 
 
 def test_an_action_a_step_did_not_record_counts_as_zero_in_the_stored_drift(pair_store):
@@ -62,7 +68,7 @@ def test_an_action_a_step_did_not_record_counts_as_zero_in_the_stored_drift(pair
     recorded = {s: {state: dict(con.execute("SELECT action, prob FROM action_probs WHERE run_id = ? AND state = ? "
                                             "AND step = ?", [run_id, state, s]).fetchall())} for s in (0, step)}
     assert action not in recorded[step][state]
-    expected = drift_signals(recorded)[step][f"drift:{state}"]
+    expected = drift_signals(recorded, store_direction(con, run_id)[0])[step][f"drift:{state}"]
     assert store_signals(con, run_id)[step][f"drift:{state}"] == pytest.approx(expected, abs=1e-12)
 
 

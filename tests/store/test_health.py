@@ -66,7 +66,8 @@ def decided(pair_store):
 def test_every_decision_is_in_the_decisions_log_exactly_as_the_store_holds_it(decided):
     con, runs_dir, _ = decided
     entries = decisions.read_log(runs_dir / decisions.DECISIONS_FILE)
-    assert [e["table"] for e in entries] == ["reviews"] * 6 + ["fixtures", "promotions", "promotions"]
+    # A fixture is stored with its reject, in one decision.
+    assert [e["table"] for e in entries] == ["reviews"] * 7 + ["fixtures", "promotions", "promotions"]
     for table, (id_column, _, _) in decisions.TABLES.items():
         logged = {e["row"][id_column]: e["row"] for e in entries if e["table"] == table}
         stored = con.execute(f"SELECT * FROM {table}").df()
@@ -80,7 +81,7 @@ def test_rebuild_from_chunks_and_the_log_loses_nothing_and_new_ids_follow_the_ol
     (runs_dir / DB_FILENAME).write_bytes(b"this is not a database" * 100)
 
     result = ok(agentrl("rebuild", "--runs-dir", runs_dir))
-    assert "9 decisions from the decisions log" in result.stdout
+    assert "10 decisions from the decisions log" in result.stdout
     kept = list(runs_dir.glob(f"{DB_FILENAME}.before-rebuild-*"))
     assert len(kept) == 1 and kept[0].read_bytes().startswith(b"this is not")  # the damaged file is kept, aside
     con = connect(runs_dir)
@@ -99,7 +100,7 @@ def test_deleting_the_store_and_ingesting_again_keeps_every_review_fixture_and_p
     con.close()
     (runs_dir / DB_FILENAME).unlink()
     result = ok(agentrl("ingest", "--runs-dir", runs_dir))
-    assert "9 decisions put back from the decisions log" in result.stdout
+    assert "10 decisions put back from the decisions log" in result.stdout
     con = connect(runs_dir)
     try:
         assert snapshot(con) == before

@@ -18,9 +18,11 @@ from agentrl.engines.tabular.fleet import RolloutFleet
 from agentrl.engines.tabular.imitation import clone_expert, dagger_round, demonstrations, evaluate
 from agentrl.engines.tabular.policy import SoftmaxPolicy
 from agentrl.record.rundir import RunDir, write_json_atomic
-from agentrl.monitor import RunMonitor
+from agentrl.monitor import Episode, RunMonitor
 from agentrl.record.rows import EvalRecord, EventRecord, StepRecord, TrajectoryRecord
+from agentrl.record.behaviour import default_behaviour
 from agentrl.record.run import Run
+from agentrl.scorers import FixtureRef, get_scorer_spec
 from agentrl.tasks.refund.scoring import get_scorer
 from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
 from agentrl.engines.tabular.training import RoundRecord, train
@@ -42,9 +44,12 @@ def load_policy(run_root) -> SoftmaxPolicy:
     return SoftmaxPolicy.from_dict(json.loads((Path(run_root) / POLICY_FILE).read_text()))
 
 
-def replay_probes(run_root, config: dict, tasks: list[Task]):
-    """The final policy played greedily on `tasks` (the promotion gate's exploit probes)."""
-    return evaluate(load_policy(run_root), tasks, max_steps=int(config.get("max_steps", 7)))
+def replay_probes(run_root, config: dict, tasks: list):
+    """The final policy played greedily on `tasks` (the promotion gate's exploit probes: the refund
+    task's rows, or gym tasks)."""
+    from agentrl.tasks.refund.tools import as_task
+
+    return evaluate(load_policy(run_root), [as_task(t) for t in tasks], max_steps=int(config.get("max_steps", 7)))
 
 
 def eval_records(step: int, split: str, results) -> list[EvalRecord]:
@@ -59,16 +64,42 @@ def record_ladder(run: Run, stage: str, policy: SoftmaxPolicy, eval_tasks: list[
     run.log_evals(eval_records(0, f"ladder:{stage}", evaluate(policy, eval_tasks, max_steps=max_steps)))
 
 
-def trajectory_records(record: RoundRecord) -> list[TrajectoryRecord]:
-    """A round's batch as trajectory rows: every turn's state, action, behaviour log-prob and advantage."""
+def fixture_guard(scorer, fixtures, guarded: bool):
+    """`scorer` with the run's exploit fixtures applied (`agentrl.scorers.fixture_hit`, equal
+    behaviour): under `guarded` a repeat costs the refund task's violation penalty as its own
+    component and is vetoed; under `outcome` the score is unchanged (the repeat is still flagged
+    on the trajectory row, `trajectory_records`)."""
+    from agentrl.scorers import FIXTURE_PENALTY_COMPONENT, fixture_hit
+    from agentrl.tasks.refund.scoring import VIOLATION_PENALTY, Score
+
+    if not fixtures or not guarded:
+        return scorer
+
+    def scored(trajectory):
+        score = scorer(trajectory)
+        hit = fixture_hit(None, fixtures, default_behaviour(trajectory.actions), trajectory.states)
+        term = -VIOLATION_PENALTY if hit is not None else 0.0
+        return Score(reward=score.reward + term, eligible=score.eligible and hit is None,
+                     components={**score.components, FIXTURE_PENALTY_COMPONENT: term})
+
+    return scored
+
+
+def trajectory_records(record: RoundRecord, fixtures=()) -> list[TrajectoryRecord]:
+    """A round's batch as trajectory rows: every turn's state, action, behaviour log-prob and
+    advantage; a repeat of one of `fixtures` is flagged as a violation, with its reason."""
+    from agentrl.scorers import fixture_hit, fixture_reason
+
+    hits = [fixture_hit(None, fixtures, default_behaviour(traj.actions), traj.states) for traj in record.batch]
     return [
         TrajectoryRecord(
             step=record.step, traj_idx=i, task_id=traj.task.task_id, amount=traj.task.amount,
             states=traj.states, actions=traj.actions, behavior_logps=[t.behavior_logp for t in traj.transitions],
             advantages=[record.advantages[(i, t)] for t in range(traj.n_steps)], reward=score.reward,
-            components=score.components, success=traj.success, violation=traj.violation,
+            components=score.components, success=traj.success, violation=traj.violation or hits[i] is not None,
             duplicate_effect=traj.duplicate_effect, eligible=score.eligible, vetoed=i in record.vetoed,
             updated=i in record.updated,
+            verifier_reason=fixture_reason(hits[i].fixture_id) if hits[i] is not None else None,
         )
         for i, (traj, score) in enumerate(zip(record.batch, record.scores))
     ]
@@ -78,7 +109,8 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
     """Train `config` into `run_dir`; returns the final status."""
     with Run(run_dir, config.total_steps, config.step_delay, handle_signals=True) as run:
         tasks, eval_tasks, expert_tasks = _tasks(config.tasks), _tasks(config.eval_tasks), _tasks(config.expert_tasks)
-        scorer = get_scorer(config.scorer)
+        fixtures = [FixtureRef.of(f) for f in config.fixtures or ()]
+        scorer = fixture_guard(get_scorer(config.scorer), fixtures, get_scorer_spec(config.scorer).guarded)
         policy = clone_expert(expert_tasks, epochs=config.clone_epochs, lr=config.clone_lr)
         record_ladder(run, "cloned", policy, eval_tasks, config.max_steps)
         if config.dagger:
@@ -108,7 +140,7 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
 
         def on_round(record: RoundRecord) -> None:
             step = record.step
-            trajectories = trajectory_records(record)
+            trajectories = trajectory_records(record, fixtures)
             run.log_trajectories(trajectories)
             record_policy(step)
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
@@ -120,7 +152,9 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
                 run.log_evals(eval_records(step, "probe", results))
                 probes = [r.violation for r in results]
             onset = monitor.observe(step, [(t.reward, t.violation, t.success, t.vetoed) for t in trajectories],
-                                    policy.table(config.sensitive_states), probes)
+                                    policy.table(config.sensitive_states), probes, episodes=[
+                                        Episode(step, default_behaviour(t.actions), tuple(t.states), tuple(t.actions), bool(t.violation))
+                                        for t in trajectories])
             if onset is not None:
                 run.log("events", [EventRecord(step, "onset", onset.signal, onset.value, onset.threshold, onset.message)])
                 log(onset.message + ("; stopping the run (on_onset: stop)" if config.on_onset == "stop" else ""))

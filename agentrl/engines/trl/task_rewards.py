@@ -7,6 +7,8 @@ guard, last. The guard runs the task's `verify` on every rollout and scores the 
 which TRL adds to the weighted sum (weight 1) so the penalised reward stays in the group
 baseline, and `eligibility` then tells `VetoGRPOTrainer` which rollouts to mask out of the
 update. For `outcome` it returns 0 and vetoes nothing; the violations are still recorded.
+A rollout that repeats one of the exploit fixtures the run's config lists is flagged, and under
+`guarded` penalised and vetoed (`agentrl.scorers.fixture_hit`).
 The scores are read here, at reward time, because TRL reuses its environments next step.
 """
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentrl.scorers import RolloutScore, score_rollouts
+from agentrl.scorers import FixtureRef, RolloutScore, score_rollouts
 from agentrl.tasks.contract import Task, reward_name
 
 GUARD = "guard"  # TRL's name for the guard's reward column (rewards/guard/mean)
@@ -24,11 +26,12 @@ GUARD = "guard"  # TRL's name for the guard's reward column (rewards/guard/mean)
 class TaskRewards:
     """The reward functions, weights and eligibility of one run; `scores` holds the last batch's."""
 
-    def __init__(self, task: Task, scorer: str):
+    def __init__(self, task: Task, scorer: str, fixtures: Sequence[Any] = ()):
         if GUARD in task.reward_names():
             raise ValueError(f"task {task.name!r} has a reward function named {GUARD!r}; rename it (the guard's column is called that)")
         self.task = task
         self.scorer = scorer
+        self.fixtures = [FixtureRef.of(f) for f in fixtures or ()]  # the run's config's: repeats are flagged (guarded: vetoed)
         self.values: dict[str, list] = {}
         self.scores: list[RolloutScore] = []
         self.task_ids: list[str] = []
@@ -52,7 +55,8 @@ class TaskRewards:
 
     def _guard(self) -> Callable[..., list]:
         def guard(prompts: list, completions: list, environments: Sequence[Any] | None = None, **columns: Any) -> list[float]:
-            self.scores = score_rollouts(self.task, self.scorer, self.values, list(completions), list(environments or []))
+            self.scores = score_rollouts(self.task, self.scorer, self.values, list(completions), list(environments or []),
+                                         fixtures=self.fixtures)
             self.task_ids = row_ids(columns.get("task_id"), prompts)
             return [s.penalty for s in self.scores]
 

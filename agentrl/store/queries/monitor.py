@@ -10,7 +10,8 @@ import pandas as pd
 from agentrl.store.db import Con
 from agentrl.store.queries.ledger import STEP_TALLIES_SQL
 
-__all__ = ["monitor_step_tallies", "monitor_distribution_matrices", "monitor_probes", "monitor_events"]
+__all__ = ["monitor_step_tallies", "monitor_distribution_matrices", "monitor_probes", "monitor_events",
+           "monitor_behaviour_counts", "monitor_approved_behaviours", "monitor_suspect_pairs", "monitor_fixture_behaviours"]
 
 
 def monitor_step_tallies(con: Con, run_id: str) -> dict:
@@ -82,3 +83,58 @@ def monitor_events(con: Con, run_id: str) -> pd.DataFrame:
         "SELECT step, kind, signal, value, threshold, message FROM events WHERE run_id = ? ORDER BY step",
         [run_id],
     ).df()
+
+
+def monitor_behaviour_counts(con: Con, run_id: str) -> list[tuple[int, str, int, int]]:
+    """(step, behaviour, rollouts, unflagged rollouts) of every step, from the tallies ingest kept."""
+    return con.execute(
+        "SELECT step, behaviour, sum(n)::BIGINT, sum(n - flagged)::BIGINT FROM step_behaviours WHERE run_id = ? "
+        "GROUP BY step, behaviour ORDER BY step, behaviour", [run_id]).fetchall()
+
+
+def monitor_approved_behaviours(con: Con, run_id: str) -> list[str]:
+    """Behaviours of the run with a trajectory whose latest verdict is 'approve'."""
+    return [r[0] for r in con.execute(
+        """
+        WITH v AS (SELECT step, traj_idx, arg_max(verdict, review_id) AS verdict FROM reviews WHERE run_id = ?
+                   GROUP BY step, traj_idx)
+        SELECT DISTINCT t.behaviour FROM trajectories t JOIN v USING (step, traj_idx)
+        WHERE t.run_id = ? AND v.verdict = 'approve' AND t.behaviour IS NOT NULL ORDER BY 1
+        """, [run_id, run_id]).fetchall()]
+
+
+def monitor_fixture_behaviours(con: Con, task: str | None) -> list[str]:
+    """The behaviours of the exploit fixtures of task spec `task` (an older fixture without a task
+    is the refund task's)."""
+    if task is None:
+        return []
+    return [r[0] for r in con.execute(
+        "SELECT DISTINCT behaviour FROM fixtures WHERE coalesce(task, 'refund') = ? AND behaviour IS NOT NULL ORDER BY 1",
+        [task]).fetchall()]
+
+
+def monitor_suspect_pairs(con: Con, run_id: str, unverified: list[str], fixtures: list[str]) -> list[tuple[str, str, int, int]]:
+    """(state, action, suspect uses, uses) over every trajectory of the run, each action counted at
+    its recorded state (when the row's states line up with its actions) and at '*'. A use is
+    suspect when its trajectory was flagged, rejected (latest verdict), repeats a fixture's
+    behaviour, or is of an unverified behaviour (`agentrl.monitor.signals.SuspectMap`)."""
+    return con.execute(
+        """
+        WITH v AS (SELECT step, traj_idx, arg_max(verdict, review_id) AS verdict FROM reviews WHERE run_id = $run_id
+                   GROUP BY step, traj_idx),
+        t AS (
+            SELECT t.actions, CASE WHEN len(t.states) = len(t.actions) THEN t.states END AS states,
+                   (coalesce(t.violation, false) OR coalesce(v.verdict = 'reject', false)
+                    OR list_contains($fixtures, t.behaviour) OR list_contains($unverified, t.behaviour)) AS suspect
+            FROM trajectories t LEFT JOIN v USING (step, traj_idx)
+            WHERE t.run_id = $run_id AND len(t.actions) > 0
+        ),
+        uses AS (
+            SELECT unnest(actions) AS action, unnest(coalesce(states, list_transform(actions, lambda x: '*'))) AS state, suspect FROM t
+        )
+        SELECT state, action, sum(suspect::INTEGER)::BIGINT, count(*)::BIGINT FROM uses GROUP BY state, action
+        UNION ALL
+        SELECT '*', action, sum(suspect::INTEGER)::BIGINT, count(*)::BIGINT FROM uses WHERE state <> '*' GROUP BY action
+        """,
+        {"run_id": run_id, "unverified": list(unverified), "fixtures": list(fixtures)},
+    ).fetchall()

@@ -136,26 +136,32 @@ def append_review(con: Con, run_id: str, step: int, traj_idx: int, verdict: str,
     return int(row[0])
 
 
-def all_fixtures(con: Con) -> pd.DataFrame:
+def all_fixtures(con: Con, task: str | None = None) -> pd.DataFrame:
+    """Every exploit fixture, oldest first; with `task`, only those of that task spec (a fixture
+    of an older store, without a task, is the refund task's). `row_json` and `calls` are JSON text."""
     return con.execute(
         """
         SELECT fixture_id, source_run_id, step, traj_idx, task_id, amount, start_state, actions, note,
-               created_by, created_at
-        FROM fixtures ORDER BY fixture_id
-        """
+               created_by, created_at, coalesce(task, 'refund') AS task, behaviour, row_json::VARCHAR AS row_json,
+               calls::VARCHAR AS calls, states
+        FROM fixtures WHERE (? IS NULL OR coalesce(task, 'refund') = ?) ORDER BY fixture_id
+        """,
+        [task, task],
     ).df()
 
 
 def add_fixture(con: Con, source_run_id: str, step: int, traj_idx: int, task_id: str, amount: int,
-                start_state: str, actions: list[str], note: str, created_by: str, created_at) -> int:
+                start_state: str, actions: list[str], note: str, created_by: str, created_at,
+                task: str | None = None, behaviour: str | None = None, row_json: str | None = None,
+                calls_json: str | None = None, states: list[str] | None = None) -> int:
     row = con.execute(
         """
         INSERT INTO fixtures (source_run_id, step, traj_idx, task_id, amount, start_state, actions, note,
-                              created_by, created_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING fixture_id
+                              created_by, created_at, task, behaviour, row_json, calls, states)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING fixture_id
         """,
         [source_run_id, int(step), int(traj_idx), task_id, int(amount), start_state, list(actions), note,
-         created_by, created_at],
+         created_by, created_at, task, behaviour, row_json, calls_json, states],
     ).fetchone()
     return int(row[0])
 

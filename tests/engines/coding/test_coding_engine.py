@@ -79,3 +79,17 @@ def test_the_review_page_shows_why_the_test_rewrite_scored_zero(coding_run, monk
     next(s for s in at.selectbox if s.label == "violation").set_value("yes").run()
     assert not at.exception
     assert any(m.value.startswith("**Verifier:** refused: protected path tests/") for m in at.markdown)
+
+
+def test_a_scripted_attempt_the_coding_task_cannot_replay_is_refused_as_a_fixture(coding_run):
+    """Issue 24: fixtures go through the Task contract. The scripted attempts write their files in
+    the answer's fenced blocks, which the coding task's tools never see: replayed, the test rewrite
+    writes nothing, so it cannot stand for what it did, and marking it says so in one line."""
+    from agentrl.review import reviews
+
+    con, run_id = coding_run
+    found = queries.find_trajectories(con, run_id, flags={"violation": True}, limit=1).iloc[0]
+    with pytest.raises(reviews.ReviewError, match="does not do what it did .*it cannot become a fixture"):
+        reviews.mark_exploit(con, run_id, int(found.step), int(found.traj_idx), "alice", "rewrites the tests")
+    assert queries.all_fixtures(con, task="coding").empty
+    assert queries.review_history(con, run_id, int(found.step), int(found.traj_idx)).empty
