@@ -24,6 +24,7 @@ and the sandbox's reason, as the run process stores them per trajectory.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -142,42 +143,43 @@ def format_reward(completions: Sequence[Completion], **kwargs: Any) -> list[floa
 
 format_reward.__name__ = "format"
 
-_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "null": lambda v: v is None,
-}
-
-
 def argument_errors(arguments: dict[str, Any] | None, parameters: dict[str, Any]) -> list[str]:
-    """What is wrong with `arguments` under the JSON-schema subset we check: required, unknown
-    argument, type, enum. Empty when they fit.
+    """What is wrong with `arguments` under the whole JSON Schema a tool declares (`jsonschema`,
+    in the draft the schema names, 2020-12 by default), each as `where: what`. Empty when they
+    fit. One rule is ours: an argument the schema does not name is an error unless it sets
+    `additionalProperties` itself (a call that invents an argument is not a well-formed call).
 
     >>> argument_errors({"path": 3}, {"properties": {"path": {"type": "string"}}, "required": ["path"]})
-    ['path: expected string, got int']
+    ["path: 3 is not of type 'string'"]
+    >>> argument_errors({"ids": ["a", None]}, {"properties": {"ids": {"type": "array", "items": {"type": "string"}}}})
+    ["ids/1: None is not of type 'string'"]
     """
-    if arguments is None:
+    if not isinstance(arguments, dict):
         return ["arguments are not a JSON object"]
-    properties = parameters.get("properties") or {}
-    errors = [f"{name}: required" for name in parameters.get("required") or [] if name not in arguments]
-    for name, value in arguments.items():
-        declared = properties.get(name)
-        if declared is None:
-            if parameters.get("additionalProperties") is not True:
-                errors.append(f"{name}: unknown argument")
-            continue
-        types = declared.get("type")
-        types = [types] if isinstance(types, str) else types or []
-        known = [t for t in types if t in _JSON_TYPES]
-        if known and not any(_JSON_TYPES[t](value) for t in known):
-            errors.append(f"{name}: expected {'/'.join(known)}, got {type(value).__name__}")
-        if "enum" in declared and value not in declared["enum"]:
-            errors.append(f"{name}: {value!r} not one of {declared['enum']!r}")
-    return errors
+    validator = _validator(json.dumps(parameters, sort_keys=True))
+    if isinstance(validator, str):
+        return [validator]
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(arguments)'}: {e.message}" for e in errors]
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(parameters_json: str) -> Any:
+    """A validator of a tool's declared schema (cached: a group checks the same few schemas over
+    and over), or why the schema itself cannot be used."""
+    import jsonschema
+
+    schema = json.loads(parameters_json)
+    if not isinstance(schema, dict):
+        return f"the tool's parameters are not a JSON Schema object (got {type(schema).__name__})"
+    schema = {"type": "object", **schema}
+    schema.setdefault("additionalProperties", False)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as err:
+        return f"the tool's schema is invalid: {err.message}"
+    return cls(schema)
 
 
 def tool_schemas(tools: Any) -> dict[str, dict[str, Any]]:

@@ -17,6 +17,7 @@ import pytest
 from agentrl.rewards import (
     TOOL_CALL_MARKERS,
     TestsReward,
+    argument_errors,
     budget_reward,
     build_reward_functions,
     format_reward,
@@ -116,6 +117,40 @@ def test_format_reads_content_parts():
 )
 def test_schema_checks_required_unknown_type_and_enum(arguments, score):
     assert schema_reward([[turn("", [call("read_file", arguments)])]], tools=[READ_FILE]) == [score]
+
+
+FETCH = {
+    "type": "function",
+    "function": {
+        "name": "fetch",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "ids": {"type": "array", "items": {"type": "string"}},
+                "n": {"type": "integer", "minimum": 0},
+                "when": {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]},
+            },
+            "required": ["ids"],
+        },
+    },
+}
+
+
+def test_schema_checks_the_whole_declared_schema_so_a_wrongly_typed_nested_argument_earns_nothing():
+    wrong = {"ids": ["a", None], "n": -5, "when": {}}
+    assert argument_errors(wrong, FETCH["function"]["parameters"]) == [
+        "ids/1: None is not of type 'string'",
+        "n: -5 is less than the minimum of 0",
+        "when: 'day' is a required property",
+    ]
+    assert schema_reward([[turn("", [call("fetch", wrong)])]], tools=[FETCH]) == [0.0]
+    right = {"ids": ["a", "b"], "n": 5, "when": {"day": "mon"}}
+    assert schema_reward([[turn("", [call("fetch", right)])]], tools=[FETCH]) == [1.0]
+
+
+def test_schema_says_so_when_the_tool_declares_an_invalid_schema():
+    assert argument_errors({"n": 1}, {"properties": {"n": {"type": "integr"}}}) == [
+        "the tool's schema is invalid: 'integr' is not valid under any of the given schemas"]
 
 
 def test_schema_is_the_fraction_of_valid_calls():
