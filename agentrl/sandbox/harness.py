@@ -18,8 +18,9 @@ Three runners, chosen by the runner from the task's command (`python -m pytest .
   test's phases;
 - unittest: `unittest.main` with the task's arguments and a result that counts;
 - script: the script (or module) run here as `__main__`; it is one test, executed when it ends on
-  its own: an exception or a non-zero exit fails it, and a successful exit requested from a
-  file of the workspace the attempt could write (not the protected script) is an early exit.
+  its own: an exception or a non-zero exit fails it, and an exit 0 passes only when it is the
+  protected script's own (the real `SystemExit`, raised from a frame of the script's file, with
+  the real `sys.exit`); any other is an early exit.
 
 Where `python` would put the working directory (or the script's) first on the import path, the
 harness puts it last, so the workspace's modules still import by name but cannot shadow an
@@ -84,25 +85,90 @@ def _exit_code(code) -> int:
     return 1
 
 
+_REAL_EXIT, _REAL_SYS, _REAL_SYSTEM_EXIT = sys.exit, sys, SystemExit  # as they were before any test code ran
+
+
+def _trusted_exit_codes() -> set:
+    """Code objects outside the script that may end it with an exit of their own: `unittest.main`
+    (`TestProgram`) and the `exit()` builtin, captured before any test code ran (a function whose
+    `__code__` is swapped later no longer matches)."""
+    import builtins
+    import unittest
+
+    codes = {unittest.TestProgram.__init__.__code__, unittest.TestProgram.runTests.__code__}
+    quitter = getattr(type(getattr(builtins, "exit", None)), "__call__", None)
+    if hasattr(quitter, "__code__"):
+        codes.add(quitter.__code__)
+    return codes
+
+
+def _all_codes(code) -> set:
+    """`code` and every code object nested in it (its functions, classes, comprehensions)."""
+    found, frontier = set(), [code]
+    while frontier:
+        current = frontier.pop()
+        found.add(current)
+        frontier.extend(c for c in current.co_consts if hasattr(c, "co_code"))
+    return found
+
+
+def _disguised_exit(exc: BaseException, script_codes: set, trusted: set, workspace: str,
+                    protected: list[str]) -> str | None:
+    """Why an exit 0 is not the protected script's own, or None when it is: a `SystemExit` of the
+    real class, with `sys.exit` and `sys` as they were, raised from a frame of the script's own
+    code (or of `unittest.main` that the script called), with nothing else on the way. A
+    `SystemExit(0)` from code compiled as "<string>", from a writable file, or through a rewired
+    `sys.exit` is the solution's exit, whatever frames it passed through."""
+    culprit = _early_exit(exc.__traceback__, workspace, protected)
+    if culprit:
+        return culprit
+    if type(exc) is not _REAL_SYSTEM_EXIT:
+        return f"a {type(exc).__name__} (not SystemExit itself)"
+    if sys.exit is not _REAL_EXIT or sys.modules.get("sys") is not _REAL_SYS:
+        return "a rewired sys.exit"
+    frames, tb = [], exc.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    first = next((i for i, (frame, _) in enumerate(frames) if frame.f_code in script_codes), None)
+    if first is None:
+        return "code that is not the protected script"
+    for frame, line in frames[first:]:
+        if frame.f_code not in script_codes and frame.f_code not in trusted:
+            return f"{frame.f_code.co_filename}:{line} (not the protected script)"
+        if frame.f_globals.get("sys", _REAL_SYS) is not _REAL_SYS:
+            return "a sys module swapped in the script's globals"
+    return None
+
+
 def run_script(control: dict, mode: str) -> dict:
+    """The script (or module) as `__main__`: one test, passed when it returns, or exits 0 from its
+    own code with the real `sys.exit` (`_disguised_exit`)."""
     command = control["command"]
     if mode == "collect":
         return {"collected": 1}
     import runpy
 
+    trusted = _trusted_exit_codes()
     workspace = os.getcwd()
     target, args = command["target"], command["args"]
     if not command["safe_path"]:  # as `python script.py` / `python -m module` would, but last (`_importable`)
         _importable(workspace if command["runner"] == "module" else os.path.dirname(os.path.abspath(target)))
     sys.argv = [target, *args]
+    script_codes: set = set()
     try:
+        # runpy's own steps, so that the code objects of the script are known (`_disguised_exit`)
         if command["runner"] == "module":
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
+            _, spec, code = runpy._get_module_details(target)
+            script_codes = _all_codes(code)
+            runpy._run_module_code(code, None, "__main__", spec)
         else:
-            runpy.run_path(target, run_name="__main__")
+            code, _ = runpy._get_code_from_file("__main__", target)
+            script_codes = _all_codes(code)
+            runpy._run_module_code(code, None, "__main__", script_name=target)
     except SystemExit as exc:
         code = _exit_code(exc.code)
-        culprit = _early_exit(exc.__traceback__, workspace, control["protected"]) if code == 0 else None
+        culprit = _disguised_exit(exc, script_codes, trusted, workspace, control["protected"]) if code == 0 else None
         if culprit:
             print(f"agentrl-harness: exit {code} requested by {culprit} before the tests finished", file=sys.stderr)
             return {"collected": 1, "executed": 0, "passed": 0, "failed": 0, "early_exit": culprit}
