@@ -36,7 +36,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from agentrl.sandbox.paths import RUNNER_MODULES, shadowed_module
+from agentrl.sandbox.paths import RUNNER_MODULES, SITE_HOOK_MODULES, shadowed_module
 
 _EXIT_CALLS = {("os", "_exit"), ("sys", "exit"), ("os", "kill"), ("os", "abort"), ("posix", "_exit")}
 _CLOCK = {"time", "monotonic", "perf_counter", "process_time", "sleep", "time_ns", "monotonic_ns", "perf_counter_ns"}
@@ -132,9 +132,9 @@ def hack_flags(files: Mapping[str, str]) -> list[str]:
     flags: set[str] = set()
     for path, content in files.items():
         name = PurePosixPath(path.strip()).name
-        if name in _CONFIG_NAMES or name.endswith(".pth"):
-            flags.add("runner configuration")
         module = shadowed_module(PurePosixPath(path.strip().lstrip("./") or ".").as_posix())
+        if name in _CONFIG_NAMES or name.endswith(".pth") or module in SITE_HOOK_MODULES:
+            flags.add("runner configuration")
         if module in RUNNER_MODULES or module in sys.stdlib_module_names:
             flags.add("shadows a module")
         if name.endswith(".py"):

@@ -179,10 +179,36 @@ def run_script(control: dict, mode: str) -> dict:
     return {"collected": 1, "executed": 1, "passed": 1, "failed": 0}
 
 
+def _guard(protected: list[str]):
+    """Whether discovery may import a path: one under a protected path, or a directory on the way
+    to one (None: the task protects nothing, so everything may be)."""
+    workspace = os.getcwd()
+    guarded = [os.path.normpath(os.path.join(workspace, p)) for p in protected]
+    if not guarded:
+        return None
+
+    def may_import(path: str) -> bool:
+        path = os.path.normpath(os.path.abspath(path))
+        return any(_inside(path, g) or (os.path.isdir(path) and _inside(g, path)) for g in guarded)
+
+    return may_import
+
+
 def run_unittest(control: dict, mode: str) -> dict:
     import unittest
 
     command = control["command"]
+    may_import = _guard(control["protected"])
+
+    class Loader(unittest.TestLoader):
+        """Discovery that imports the protected suite alone: no root `test*.py`, package
+        `__init__` or `sitecustomize/` the attempt wrote or changed."""
+
+        def _find_test_path(self, full_path, pattern):  # unittest's own hook for one discovered path
+            if may_import is not None and not may_import(full_path):
+                return None, False
+            return super()._find_test_path(full_path, pattern)
+
     if not command["safe_path"]:
         _importable(os.getcwd())
     counts: dict = {}
@@ -194,7 +220,7 @@ def run_unittest(control: dict, mode: str) -> dict:
                 return
             self.result = unittest.TextTestRunner(verbosity=self.verbosity).run(self.test)
 
-    program = Program(module=None, argv=["python -m unittest", *command["args"]], exit=False)
+    program = Program(module=None, argv=["python -m unittest", *command["args"]], exit=False, testLoader=Loader())
     result = getattr(program, "result", None)
     if result is not None:
         failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
@@ -205,9 +231,11 @@ def run_unittest(control: dict, mode: str) -> dict:
 
 
 class _PytestCounter:
-    """Counts what pytest collected and, per test, which phases ran and how they ended."""
+    """Counts what pytest collected and, per test, which phases ran and how they ended; collects
+    nothing outside the protected suite (`may_import`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, may_import=None) -> None:
+        self.may_import = may_import
         self.collected = 0
         self.collect_errors = 0
         self.phases: dict[str, dict[str, str]] = {}
@@ -215,6 +243,11 @@ class _PytestCounter:
     def pytest_collectreport(self, report) -> None:
         if report.failed:
             self.collect_errors += 1
+
+    def pytest_ignore_collect(self, collection_path, config):
+        if self.may_import is not None and not self.may_import(str(collection_path)):
+            return True
+        return None
 
     def pytest_collection_finish(self, session) -> None:
         self.collected = len(session.items)
@@ -233,18 +266,29 @@ class _PytestCounter:
 def run_pytest(control: dict, mode: str) -> dict:
     command = control["command"]
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # entry-point plugins: a task names its own with -p
+    import importlib
+
+    import pytest
+    from _pytest.config import default_plugins
+
+    for plugin in default_plugins:  # pytest and its own plugins, before the workspace is on the path
+        try:
+            importlib.import_module(f"_pytest.{plugin}")
+        except ImportError:
+            pass
     if not command["safe_path"]:
         _importable(os.getcwd())
-    import pytest
 
-    counter = _PytestCounter()
+    counter = _PytestCounter(_guard(control["protected"]))
     ours = ["-c", control["pytest_ini"], "--rootdir", os.getcwd(), "-p", "no:cacheprovider"]
     if control.get("no_conftest"):  # the task has none: one the code under test writes is not read either
         ours.append("--noconftest")
     if mode == "collect":
         ours.append("--collect-only")
     try:
-        pytest.main([*ours, *command["args"]], plugins=[counter])
+        # --import-mode=append last, so it wins: a test's directory goes after the installed
+        # packages on the path, never before them (a workspace yaml.py cannot stand in for yaml)
+        pytest.main([*ours, *command["args"], "--import-mode=append"], plugins=[counter])
     except BaseException:  # noqa: BLE001 - the counts say what ran; the trace says why it stopped
         traceback.print_exc()
     counts = counter.counts()

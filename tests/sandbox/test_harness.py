@@ -262,8 +262,26 @@ def test_a_workspace_module_cannot_stand_in_for_an_installed_package(workspace):
         "    def test_yaml(self):\n        import yaml\n        self.assertTrue(hasattr(yaml, 'safe_load'))\n")
     shadow = {"yaml.py": "print('SHADOW RAN')\nimport os\nos._exit(0)\n", **FIX}
     for runner in ("pytest", "unittest"):
-        result = run(workspace, shadow, runner)
+        result = run(workspace, shadow, runner, writable=["*.py"])  # a task that allows new modules
         assert result.passed and "SHADOW RAN" not in result.output_tail, (runner, result.reason, result.output_tail)
+
+
+SIDE_DOOR = "print('SIDE DOOR RAN')\nimport os\nos._exit(0)\n"
+
+
+@pytest.mark.parametrize("runner", ["unittest", "pytest"])
+def test_discovery_imports_the_protected_suite_alone(workspace, runner):
+    # A task that allows any file (writable=["**"]) and a command that discovers from the root: a
+    # root test*.py, a package __init__ and a package named like an optional import of the runners
+    # (copy's `org.python.core`) would each run in the test process; none of them is imported.
+    (workspace / "tests" / "__init__.py").write_text("")  # so that `python -m unittest` finds tests/
+    command = {"unittest": [PY, "-m", "unittest"], "pytest": [PY, "-m", "pytest", "-q"]}[runner]
+    doors = {"test_side_door.py": SIDE_DOOR, "pkg/__init__.py": SIDE_DOOR, "pkg/test_more.py": SIDE_DOOR,
+             "org/__init__.py": SIDE_DOOR, "org/python/__init__.py": SIDE_DOOR, "org/python/core.py": SIDE_DOOR}
+    result = run_tests(workspace, {**doors, **FIX}, command, PROTECTED, LIMITS, temp_root=workspace.parent / "copies",
+                       writable=["**"])
+    assert "SIDE DOOR RAN" not in result.output_tail, result.output_tail
+    assert (result.passed, result.tests["executed"], result.tests["expected"]) == (True, 2, 2), result
 
 
 def test_a_conftest_written_at_run_time_is_not_read(workspace):

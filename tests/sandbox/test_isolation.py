@@ -45,7 +45,7 @@ def probe(workspace, tmp_path, program: str, **kwargs) -> tuple[dict, object]:
     root.mkdir(exist_ok=True)
     root.chmod(0o711)
     result = run_tests(workspace, {"probe.py": textwrap.dedent(program)}, [PY, "probe.py"], ["check.py"],
-                       SandboxLimits(timeout_s=30), temp_root=root, **kwargs)
+                       SandboxLimits(timeout_s=30), temp_root=root, writable=["probe.py"], **kwargs)
     assert result.passed, result.output_tail
     return json.loads(result.output_tail.strip().splitlines()[-1]), result
 
@@ -195,7 +195,7 @@ def test_without_root_the_namespaces_still_hold(tmp_path):
         workspace.mkdir()
         (workspace / "check.py").write_text("pass\\n")
         result = run_tests(workspace, {{"probe.py": (scratch / "probe.py").read_text()}}, [sys.executable, "probe.py"],
-                           ["check.py"], SandboxLimits(timeout_s=30), temp_root=scratch / "copies")
+                           ["check.py"], SandboxLimits(timeout_s=30), temp_root=scratch / "copies", writable=["probe.py"])
         print(json.dumps({{"available": namespaces_available().available, "isolation": result.isolation,
                           "reason": result.reason, "tail": result.output_tail}}))
     """))

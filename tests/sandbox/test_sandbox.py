@@ -62,8 +62,9 @@ def tree(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def run(workspace, files, command, sandbox_root, protected=("tests",), **limits):
-    return run_tests(workspace, files, command, list(protected), SandboxLimits(**limits), temp_root=sandbox_root)
+def run(workspace, files, command, sandbox_root, protected=("tests",), writable=None, **limits):
+    return run_tests(workspace, files, command, list(protected), SandboxLimits(**limits), temp_root=sandbox_root,
+                     writable=writable)
 
 
 # --- what it runs -----------------------------------------------------------------------------
@@ -180,7 +181,7 @@ def test_a_daemon_left_behind_is_killed_when_the_run_ends(workspace, sandbox_roo
         "    os._exit(0)\n"
         "print('main done')\n"
     )
-    result = run(workspace, {"daemon.py": daemon}, [PY, "daemon.py"], sandbox_root, timeout_s=10)
+    result = run(workspace, {"daemon.py": daemon}, [PY, "daemon.py"], sandbox_root, writable=["*.py"], timeout_s=10)
     assert result.passed and result.duration_s < 30  # not waiting on the daemon's 60 s sleep
     # the sandbox_root fixture then checks that no process of the run is left
 
@@ -192,7 +193,7 @@ def test_runs_as_a_sandbox_user_of_its_own_when_root(workspace, sandbox_root):
         "caps = dict(l.split(':\\t') for l in open('/proc/self/status').read().splitlines() if l.startswith('Cap'))\n"
         "print(os.getuid(), os.getgid(), os.getgroups(), int(caps['CapEff'], 16))\n"
     )
-    result = run(workspace, {"probe.py": probe}, [PY, "probe.py"], sandbox_root)
+    result = run(workspace, {"probe.py": probe}, [PY, "probe.py"], sandbox_root, writable=["*.py"])
     uid, gid, groups, effective_caps = result.output_tail.split(" ", 3)
     assert int(uid) in SANDBOX_UIDS and gid == uid and groups == "[]"
     # at most CAP_DAC_READ_SEARCH (bit 2), to reach an interpreter behind a closed directory
