@@ -299,6 +299,7 @@ RUNNERS = {"script": run_script, "module": run_script, "unittest": run_unittest,
 
 
 def main(argv: list[str]) -> None:
+    sys.dont_write_bytecode = True  # the runner passes -B too: no .pyc beside a protected test
     control_fd, result_fd = int(argv[1]), int(argv[2])
     with os.fdopen(control_fd, "rb") as handle:
         control = json.loads(handle.read())

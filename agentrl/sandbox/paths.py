@@ -176,21 +176,27 @@ def write_file(target: Path, content: str) -> None:
 
 
 def fingerprint(copy: Path, protected: Sequence[str]) -> dict[str, str | None]:
-    """A digest of each protected path in the copy (None when absent), symlinks not followed."""
+    """A digest of each protected path in the copy (None when absent), symlinks not followed: the
+    content, and the inode, owner, mode and change time of every file and directory in it. A path
+    moved away and a copy put back has another inode; a file changed and changed back, or a
+    `.pyc` written beside a test and deleted after loading, has another change time (which no
+    user can set back)."""
 
     def digest(path: Path) -> str | None:
         try:
-            mode = path.lstat().st_mode
+            info = path.lstat()
         except FileNotFoundError:
             return None
+        mode = info.st_mode
+        identity = f"{info.st_ino}:{info.st_uid}:{info.st_gid}:{mode:o}:{info.st_ctime_ns}"
         if stat.S_ISLNK(mode):
-            return "link:" + os.readlink(path)
+            return f"link:{identity}:" + os.readlink(path)
         if stat.S_ISREG(mode):
-            return "file:" + hashlib.sha256(path.read_bytes()).hexdigest()
+            return f"file:{identity}:" + hashlib.sha256(path.read_bytes()).hexdigest()
         if stat.S_ISDIR(mode):
             entries = sorted(os.listdir(path))
-            return "dir:" + hashlib.sha256(json.dumps([[e, digest(path / e)] for e in entries]).encode()).hexdigest()
-        return f"other:{mode}"
+            return f"dir:{identity}:" + hashlib.sha256(json.dumps([[e, digest(path / e)] for e in entries]).encode()).hexdigest()
+        return f"other:{identity}"
 
     return {normalised(p): digest(copy / normalised(p)) for p in protected}
 

@@ -241,7 +241,6 @@ class _Run:
                         reason = f"refused: cannot write {relative} ({err.strerror})"
                 if reason:
                     return _refused(reason)
-            protected_before = fingerprint(copy, protected)
 
             env = {
                 "PATH": os.environ.get("PATH", os.defpath),
@@ -273,7 +272,8 @@ class _Run:
                 fds += [control_fd, result_fd]
                 config["pass_fds"] = [control_fd, result_fd]
                 place = place_harness(run_dir)
-                command = [self.command.interpreter, "-I", str(place / "harness.py"), str(control_fd), str(result_fd)]
+                # -B: -I ignores PYTHONDONTWRITEBYTECODE, and no .pyc may appear beside a protected test
+                command = [self.command.interpreter, "-I", "-B", str(place / "harness.py"), str(control_fd), str(result_fd)]
             program = command[0]
             executable = shutil.which(program, path=env["PATH"]) if "/" not in program else str(copy / program)
             reachable = [str(temp_root)] + ([executable, str(Path(executable).resolve())] if executable else [])
@@ -288,12 +288,17 @@ class _Run:
                 config["max_processes"] = count_own_tasks() + limits.max_processes
             if self.namespaces:
                 user_namespace = os.geteuid() != 0
+                # each protected path bind-mounted read-only onto itself: a mount point can be
+                # neither written, renamed nor removed (EBUSY), so no copy can be put in its place
+                guarded = [copy / normalised(p) for p in protected]
+                guarded = [p for p in guarded if p.exists() and not p.is_symlink() and p != copy]
                 config["namespaces"] = namespace_spec(run_dir, copy, [executable] if executable else [], hide=self.hide,
                                                       user_namespace=user_namespace,
-                                                      read_only=[run_dir / "harness"] if harnessed else [])
+                                                      read_only=([run_dir / "harness"] if harnessed else []) + guarded)
                 config.update(read_search="auto" if slot is not None else False, reachable=reachable)
                 isolation += ("user namespace",) * user_namespace + ("network", "mount", "ipc")
 
+            protected_before = fingerprint(copy, protected)  # as the run finds them (after the hand-over)
             launcher = [sys.executable, "-I", "-S", str(Path(stub.__file__).resolve()), "--stub", json.dumps(config), "--"]
             started = time.monotonic()
             process = subprocess.Popen(

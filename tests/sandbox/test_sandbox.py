@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agentrl.sandbox import SandboxLimits, refusal_reason, run_tests, sandbox_processes
+from agentrl.sandbox import SandboxLimits, namespaces_available, refusal_reason, run_tests, sandbox_processes
 from agentrl.sandbox.users import SANDBOX_SLOTS, SANDBOX_UID_BASE
 
 PY = sys.executable
@@ -219,7 +219,53 @@ def test_concurrent_runs_get_distinct_users(workspace, sandbox_root):
 @needs_root
 def test_protected_paths_are_read_only_to_the_run(workspace, sandbox_root):
     result = run(workspace, FIXED_CALC, [PY, "-c", "open('tests/test_calc.py', 'w').write('pass')"], sandbox_root)
-    assert result.reason == "tests failed (exit 1)" and "PermissionError" in result.output_tail
+    assert result.reason == "tests failed (exit 1)"
+    assert "PermissionError" in result.output_tail or "Read-only file system" in result.output_tail
+
+
+MOVE_AND_REPLACE = (
+    "import os, shutil\n"
+    "os.rename('tests', 'moved')\n"
+    "shutil.copytree('moved', 'tests')\n"
+    "open('tests/test_calc.py', 'w').write('pass')\n"
+)
+
+
+@needs_root
+@pytest.mark.parametrize("namespaces", [True, False])
+def test_a_protected_directory_cannot_be_moved_and_replaced(workspace, sandbox_root, namespaces):
+    # the copy's root is root's and sticky, and with namespaces each protected path is a read-only
+    # mount point: renaming it fails (EPERM, EBUSY), so no copy of the run's own takes its place
+    if namespaces and not namespaces_available().available:
+        pytest.skip("the kernel refuses namespaces here")
+    result = run_tests(workspace, FIXED_CALC, [PY, "-c", MOVE_AND_REPLACE], ["tests"], SandboxLimits(), temp_root=sandbox_root,
+                       namespaces=namespaces)
+    assert result.reason == "tests failed (exit 1)", result
+    assert "PermissionError" in result.output_tail or "Device or resource busy" in result.output_tail, result.output_tail
+    # the run may still add and remove files of its own beside the tests
+    scratch = run_tests(workspace, FIXED_CALC, [PY, "-c", "import os\nopen('out.txt', 'w').write('x')\nos.remove('out.txt')\n"],
+                        ["tests"], SandboxLimits(), temp_root=sandbox_root, namespaces=namespaces)
+    assert scratch.passed, scratch.output_tail
+
+
+def test_a_protected_directory_swapped_and_put_back_during_the_run_is_caught(workspace, sandbox_root):
+    # without a user or namespaces of its own nothing stops the swap; the fingerprint (inode, owner,
+    # mode, change time) catches it even when the original is renamed back before the end
+    swap = MOVE_AND_REPLACE + "shutil.rmtree('tests')\nos.rename('moved', 'tests')\n"
+    result = run_tests(workspace, FIXED_CALC, [PY, "-c", swap], ["tests"], SandboxLimits(), temp_root=sandbox_root,
+                       isolate_user=False, namespaces=False)
+    assert (result.passed, result.reason, result.detector) == (False, "protected path changed during the run: tests",
+                                                              "runner integrity")
+
+
+def test_the_run_writes_no_bytecode_beside_the_protected_tests(workspace, sandbox_root):
+    # pytest rewrites a test module's assertions and caches the result as a .pyc beside it unless
+    # told not to; -I ignores PYTHONDONTWRITEBYTECODE, so the harness says it itself. A new
+    # __pycache__ in tests/ would change the protected directory and fail an honest run.
+    (workspace / "tests" / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    result = run_tests(workspace, FIXED_CALC, [PY, "-m", "pytest", "-q", "tests"], ["tests"], SandboxLimits(timeout_s=30),
+                       temp_root=sandbox_root, isolate_user=False, namespaces=False)
+    assert (result.passed, result.reason) == (True, "tests passed"), result.output_tail
 
 
 @needs_root
