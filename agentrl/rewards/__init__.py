@@ -249,6 +249,7 @@ def tests_outcomes(
     *,
     writable: Any = None,
     answer_keys: Any = None,
+    boundary: Any = None,
     workers: int | None = None,
     limits: SandboxLimits | None = None,
     temp_root: Path | None = None,
@@ -256,7 +257,9 @@ def tests_outcomes(
     """Run each completion's files against its workspace's tests, `workers` sandboxes at a time
     (default: one per core). Columns may be single values or one entry per completion;
     `writable` (the task's allow-list of paths an attempt may write) and `answer_keys` (a
-    directory of answer keys the test process alone receives) may be None for a row."""
+    directory of answer keys the test process alone receives) may be None for a row; `boundary`
+    ("process", the default, or "none" for a suite that needs the solution's live objects in the
+    test process, a weaker reward: `agentrl.sandbox.run_tests`) may be None for a row."""
     n = len(completions)
     if workspace is None or test_command is None:
         raise ValueError("tests_reward needs the dataset columns 'workspace' and 'test_command' (and 'protected'); see agentrl.coding_tasks.dataset_rows")
@@ -265,6 +268,7 @@ def tests_outcomes(
     protected_paths = _per_row(protected or [], n, _is_str_list, "protected")
     allow_lists = _per_row(writable, n, lambda v: v is None or _is_str_list(v), "writable")
     keys = _per_row(answer_keys, n, lambda v: v is None or isinstance(v, (str, Path)), "answer_keys")
+    boundaries = _per_row(boundary, n, lambda v: v is None or v in ("process", "none"), "boundary")
     limits = limits or SandboxLimits()
 
     def one(i: int) -> TestsOutcome:
@@ -273,7 +277,8 @@ def tests_outcomes(
             return TestsOutcome(score=0.0, passed=False, reason="no files written")
         flags = tuple(hack_flags(files))
         result = run_tests(Path(workspaces[i]), files, list(commands[i]), list(protected_paths[i]), limits,
-                           temp_root=temp_root, writable=allow_lists[i], answer_keys=keys[i])
+                           temp_root=temp_root, writable=allow_lists[i], answer_keys=keys[i],
+                           boundary=boundaries[i] or "process")
         return TestsOutcome(score=1.0 if result.passed else 0.0, passed=result.passed, reason=result.reason, sandbox=result,
                             flags=flags)
 
@@ -317,6 +322,7 @@ class TestsReward:
             columns.get("protected"),
             writable=columns.get("writable"),
             answer_keys=columns.get("answer_keys"),
+            boundary=columns.get("boundary"),
             workers=workers or self.workers,
             limits=self.limits,
             temp_root=self.temp_root,

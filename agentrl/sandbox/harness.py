@@ -310,6 +310,10 @@ def main(argv: list[str]) -> None:
     import agentrl_suite
 
     agentrl_suite._install_keys(control.get("keys") or {})
+    if control.get("boundary") == "process":  # the solution's modules import as proxies to a child
+        import agentrl_boundary
+
+        agentrl_boundary.Boundary(os.getcwd(), control["protected"], control.get("writable")).install()
     mode = control["mode"]
     counts = RUNNERS[control["command"]["runner"]](control, mode)
     record = {"nonce": control["nonce"], "mode": mode, "runner": control["command"]["runner"], **counts}

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from agentrl.sandbox import harness, suite
+from agentrl.sandbox import boundary, harness, suite
 from agentrl.sandbox.paths import is_under, normalised
 from agentrl.sandbox.users import Slot
 
@@ -85,6 +85,7 @@ def place_harness(run_dir: Path) -> Path:
     directory.mkdir()
     shutil.copyfile(harness.__file__, directory / "harness.py")
     shutil.copyfile(suite.__file__, directory / "agentrl_suite.py")
+    shutil.copyfile(boundary.__file__, directory / "agentrl_boundary.py")
     (directory / "pytest.ini").write_text("[pytest]\n")
     for path in directory.iterdir():
         path.chmod(0o444)

@@ -106,7 +106,13 @@ class SandboxResult:
     """The harness's counts (collected, executed, passed, failed, skipped) and the number of
     tests the protected suite holds ('expected'); None when the exit code alone decided."""
     isolation: tuple[str, ...] = ()
-    """What walled the run off: 'sandbox user', 'user namespace', 'network', 'mount', 'ipc'."""
+    """What walled the run off: 'sandbox user', 'user namespace', 'network', 'mount', 'ipc',
+    'process boundary'."""
+    boundary: str | None = None
+    """'process': the solution's modules ran in a child and only data reached the assertions;
+    'none': the task opted out and the solution shared the test process, so the reward is weaker
+    (an always-equal object or a patched assertion can earn it; README, "The test sandbox");
+    None when no harness ran."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,6 +141,7 @@ def run_tests(
     answer_keys: Mapping[str, str] | str | Path | None = None,
     namespaces: bool | None = None,
     hide: Sequence[str | Path] = (),
+    boundary: str = "process",
 ) -> SandboxResult:
     """Write `files` into a throw-away copy of `workspace` and run `test_command` there.
 
@@ -146,6 +153,10 @@ def run_tests(
     (glob patterns; None: anything the rules for every task allow, `agentrl.sandbox.paths`).
     `answer_keys` (name -> Python source, or a directory of `*.py`) reach the test process alone,
     as `agentrl_suite.answer_key(name)`, never the workspace. `namespaces` (default: when the
+    `boundary` ("process", the default, or "none"): for a Python test command, whether the
+    modules an attempt may write are imported in the test process as proxies to a child that runs
+    them (`agentrl.sandbox.boundary`), or, for a suite that needs live objects, as themselves (a
+    weaker reward, and the result says so). `namespaces` (default: when the
     kernel allows them) gives the run its own network (loopback only), mount and IPC namespaces
     and a view of the files without the home directories, the dashboard's files and the answer
     keys, plus the directories in `hide` (`agentrl.sandbox.isolation`); True insists on them.
@@ -167,6 +178,8 @@ def run_tests(
     if isolate_user and not is_root:
         raise ValueError("isolate_user=True needs root (to switch to a sandbox user); pass isolate_user=False")
 
+    if boundary not in ("process", "none"):
+        raise ValueError(f"boundary must be 'process' or 'none' (got {boundary!r})")
     for path in files:
         reason = refusal_reason(path, protected, writable)
         if reason:
@@ -181,7 +194,7 @@ def run_tests(
     command = parse_command(list(test_command))
     keys = load_answer_keys(answer_keys)
     run = _Run(workspace, list(test_command), command, list(protected), limits, temp_root, isolate_user, keys,
-               namespaces, tuple(hide))
+               namespaces, tuple(hide), boundary, None if writable is None else list(writable))
     expected = _expected_tests(run) if command.runner in ("pytest", "unittest") else None
     return run.execute(files, writable, expected=expected)
 
@@ -189,7 +202,8 @@ def run_tests(
 def _expected_tests(run: "_Run") -> int | None:
     """How many tests the protected suite holds: collected once, without the attempt's files,
     per workspace, command and protected content (None when that collection itself fails)."""
-    key = (str(run.workspace.resolve()), tuple(run.test_command), json.dumps(fingerprint(run.workspace, run.protected)))
+    key = (str(run.workspace.resolve()), tuple(run.test_command), json.dumps(fingerprint(run.workspace, run.protected)),
+           run.boundary, json.dumps(run.writable))
     with _EXPECTED_LOCK:
         if key in _EXPECTED:
             return _EXPECTED[key]
@@ -214,6 +228,8 @@ class _Run:
     keys: dict[str, str]
     namespaces: bool
     hide: tuple[str | Path, ...]
+    boundary: str = "process"
+    writable: list[str] | None = None
 
     def execute(self, files: dict[str, str], writable: Sequence[str] | None, *, mode: str = "run",
                 expected: int | None = None) -> SandboxResult:
@@ -266,7 +282,8 @@ class _Run:
                 nonce = secrets.token_hex(16)
                 control = {"nonce": nonce, "mode": mode, "command": self.command.control(), "protected": protected,
                            "keys": self.keys, "pytest_ini": str(run_dir / "harness" / "pytest.ini"),
-                           "no_conftest": not any(copy.rglob("conftest.py"))}
+                           "no_conftest": not any(copy.rglob("conftest.py")), "boundary": self.boundary,
+                           "writable": self.writable}
                 control_fd = memfd("agentrl-control", json.dumps(control).encode())
                 result_fd = memfd("agentrl-result")
                 fds += [control_fd, result_fd]
@@ -297,6 +314,7 @@ class _Run:
                                                       read_only=([run_dir / "harness"] if harnessed else []) + guarded)
                 config.update(read_search="auto" if slot is not None else False, reachable=reachable)
                 isolation += ("user namespace",) * user_namespace + ("network", "mount", "ipc")
+            isolation += ("process boundary",) if harnessed and self.boundary == "process" else ()
 
             protected_before = fingerprint(copy, protected)  # as the run finds them (after the hand-over)
             launcher = [sys.executable, "-I", "-S", str(Path(stub.__file__).resolve()), "--stub", json.dumps(config), "--"]
@@ -335,6 +353,7 @@ class _Run:
                 detector=detector,
                 tests=tests,
                 isolation=isolation,
+                boundary=self.boundary if harnessed else None,
             )
         finally:
             for fd in fds:

@@ -61,7 +61,11 @@ def test_the_honest_fix_passes_and_the_bug_fails_under_every_runner(workspace, r
 @pytest.mark.parametrize("runner", sorted(COMMANDS))
 @pytest.mark.parametrize("exit_call", ["import os\nos._exit(0)\n", "import sys\nsys.exit(0)\n", "raise SystemExit\n"])
 def test_an_exit_0_from_the_code_under_test_scores_zero_under_every_runner(workspace, runner, exit_call):
+    # across the process boundary the exit ends the child alone: the import fails in the tests
     result = run(workspace, {"calc.py": exit_call + "def add(a, b):\n    return a - b\n"}, runner)
+    assert (result.passed, result.detector, result.boundary) == (False, "tests failed", "process"), result
+    # a task that opted out of the boundary: the harness's verdict still catches it
+    result = run(workspace, {"calc.py": exit_call + "def add(a, b):\n    return a - b\n"}, runner, boundary="none")
     assert not result.passed and result.detector in ("runner integrity", "tests failed"), result
     if runner == "script" or "_exit" in exit_call:
         assert result.detector == "runner integrity"
@@ -89,7 +93,8 @@ def test_an_exit_0_is_a_pass_only_when_it_is_the_protected_scripts_own(workspace
         "sys.exit(0 if add(2, 3) == 5 else 1)\n"
     (workspace / "check.py").write_text("import sys\nfrom calc import add\n" + ending)
     buggy = "def add(a, b):\n    return a - b\n"
-    result = run(workspace, {"calc.py": buggy + DISGUISED_EXITS[hack]}, "script")
+    # with the solution in the test process (boundary "none"), where the disguise would work
+    result = run(workspace, {"calc.py": buggy + DISGUISED_EXITS[hack]}, "script", boundary="none")
     assert (result.passed, result.detector) == (False, "runner integrity"), result
     assert result.reason.startswith("runner integrity: 0 of 1 tests ran; exit 0 requested by ")
     assert run(workspace, FIX, "script").passed
@@ -108,8 +113,10 @@ def test_a_script_that_exits_0_its_own_way_passes(workspace, ending):
 
 def test_a_module_level_skip_is_fewer_tests_than_the_protected_suite_holds(workspace):
     skip = "import pytest\npytest.skip('not today', allow_module_level=True)\n"
+    # across the boundary the skip is an exception of the child's: the import fails
+    assert run(workspace, {"calc.py": skip + FIX["calc.py"]}, "pytest").detector == "tests failed"
     # the skip fires in whichever test module imports calc first; the other one then passes
-    result = run(workspace, {"calc.py": skip + FIX["calc.py"]}, "pytest")
+    result = run(workspace, {"calc.py": skip + FIX["calc.py"]}, "pytest", boundary="none")
     assert (result.passed, result.detector) == (False, "runner integrity")
     assert result.reason.startswith("runner integrity: ") and "the protected suite holds 2" in result.reason
 
@@ -140,7 +147,8 @@ def test_a_forged_result_is_not_this_runs(workspace, runner):
         "        pass\n"
         "os._exit(0)\n"
     )
-    result = run(workspace, {"calc.py": forge}, runner)
+    assert run(workspace, {"calc.py": forge}, runner).detector == "tests failed"  # in the child: no result channel there
+    result = run(workspace, {"calc.py": forge}, runner, boundary="none")
     assert (result.passed, result.detector) == (False, "runner integrity")
     assert result.reason == "runner integrity: the test result is not this run's (exit 0)"
 
@@ -149,7 +157,7 @@ def test_a_fork_of_the_test_process_does_not_answer_for_the_harness(workspace):
     # Both processes run the rest of the script and come back to the harness; only the harness's
     # own process writes the result, so there is one, and the fork's exit does not count.
     fork = "import os\nos.fork()\n" + FIX["calc.py"]
-    result = run(workspace, {"calc.py": fork}, "script")
+    result = run(workspace, {"calc.py": fork}, "script", boundary="none")
     assert result.passed and result.output_tail.count("check passed") == 2
     assert (result.tests["collected"], result.tests["executed"]) == (1, 1)
 

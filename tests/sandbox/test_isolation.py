@@ -208,7 +208,7 @@ def test_without_root_the_namespaces_still_hold(tmp_path):
         if not report["available"]:
             pytest.skip("unprivileged user namespaces are not allowed here")
         assert report["reason"] == "tests passed", report
-        assert report["isolation"] == ["user namespace", "network", "mount", "ipc"]
+        assert report["isolation"] == ["user namespace", "network", "mount", "ipc", "process boundary"]
         found = json.loads(report["tail"].strip().splitlines()[-1])
         assert found["uid"] == 65534 and found["devices"] == ["lo"] and found["caps"] == 0
         assert found[str(answer_key)] == "FileNotFoundError" and found["/root"] == []
