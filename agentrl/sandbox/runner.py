@@ -309,11 +309,12 @@ class _Run:
                 # neither written, renamed nor removed (EBUSY), so no copy can be put in its place
                 guarded = [copy / normalised(p) for p in protected]
                 guarded = [p for p in guarded if p.exists() and not p.is_symlink() and p != copy]
+                pid = namespaces_available().pid
                 config["namespaces"] = namespace_spec(run_dir, copy, [executable] if executable else [], hide=self.hide,
-                                                      user_namespace=user_namespace,
+                                                      user_namespace=user_namespace, pid=pid,
                                                       read_only=([run_dir / "harness"] if harnessed else []) + guarded)
                 config.update(read_search="auto" if slot is not None else False, reachable=reachable)
-                isolation += ("user namespace",) * user_namespace + ("network", "mount", "ipc")
+                isolation += ("user namespace",) * user_namespace + ("network", "mount", "ipc") + ("pid",) * pid
             isolation += ("process boundary",) if harnessed and self.boundary == "process" else ()
 
             protected_before = fingerprint(copy, protected)  # as the run finds them (after the hand-over)

@@ -27,6 +27,7 @@ _STOP_GRACE_S = 5.0  # how long the launcher gets to kill and reap everything be
 
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
+_CLONE_NEWPID = 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
 _MS_NOATIME, _MS_NODIRATIME, _MS_BIND, _MS_REC, _MS_PRIVATE, _MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
 # statvfs f_flag bit -> the mount flag that keeps it on a remount (a user namespace may not drop
@@ -104,6 +105,8 @@ def _become_command(config: dict, command: list[str]) -> None:
     try:
         if config.get("namespaces"):
             _enter_namespaces(config["namespaces"])
+            if config["namespaces"].get("pid"):
+                _become_pid_one()
         if config["read_search"] == "auto":  # decided in the run's own view of the file system
             config["read_search"] = not all(map(_traversable_by_others, config.get("reachable") or []))
         _apply_limits_and_user(config)
@@ -218,7 +221,8 @@ def _enter_namespaces(spec: dict) -> None:
 
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
-    flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | (_CLONE_NEWUSER if spec["user"] else 0)
+    flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | (_CLONE_NEWUSER if spec["user"] else 0) \
+        | (_CLONE_NEWPID if spec.get("pid") else 0)
     if libc.unshare(flags) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"unshare: {os.strerror(errno)}")
@@ -265,6 +269,55 @@ def _enter_namespaces(spec: dict) -> None:
     os.chdir(spec["cwd"])  # the working directory again, through the run's writable mount
 
 
+def _become_pid_one() -> None:
+    """After `unshare(CLONE_NEWPID)`: fork the namespace's init, which mounts a /proc of its own
+    (its namespace's processes alone), forks the command (which returns from here) and reaps
+    every orphan until the command ends; this process waits for the init and leaves as the command
+    did. The command is not PID 1 itself, which would ignore every signal it has no handler for
+    (SIGXCPU, SIGXFSZ, SIGPIPE at the limits). When the init ends, the kernel kills the rest."""
+    read_end, write_end = os.pipe()
+    init = os.fork()
+    if init == 0:
+        os.close(read_end)
+        _mount(_libc(), "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        command = os.fork()
+        if command == 0:
+            os.close(write_end)
+            return
+        _close_all_but(write_end)
+        while True:
+            pid, status = os.waitpid(-1, 0)
+            if pid == command:
+                os.write(write_end, str(status).encode())
+                os._exit(0)
+    os.close(write_end)
+    _close_all_but(read_end)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.waitpid(init, 0)
+    data = os.read(read_end, 64)
+    status = int(data) if data else None
+    if status is None:  # the init itself was killed
+        os._exit(128 + signal.SIGKILL)
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _close_all_but(keep: int) -> None:
+    for fd in range(3, 1024):
+        if fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 def _probe_main(argv: list[str]) -> None:
     """`stub.py --probe SPEC`: exit 0 when a worker can enter the namespaces SPEC asks for."""
     spec = json.loads(argv[2])
@@ -272,6 +325,10 @@ def _probe_main(argv: list[str]) -> None:
     if pid == 0:
         try:
             _enter_namespaces(spec)
+            if spec.get("pid"):
+                _become_pid_one()
+                if not os.path.isdir("/proc/1") or os.getpid() != 2:
+                    raise OSError("no PID namespace of its own")
         except BaseException as err:  # noqa: BLE001
             os.write(2, f"{type(err).__name__}: {err}\n".encode())
             os._exit(1)

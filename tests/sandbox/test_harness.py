@@ -158,7 +158,8 @@ def test_a_fork_of_the_test_process_does_not_answer_for_the_harness(workspace):
     # own process writes the result, so there is one, and the fork's exit does not count.
     fork = "import os\nos.fork()\n" + FIX["calc.py"]
     result = run(workspace, {"calc.py": fork}, "script", boundary="none")
-    assert result.passed and result.output_tail.count("check passed") == 2
+    # (the fork prints too, unless the run's PID namespace ended it with the harness)
+    assert result.passed and result.output_tail.count("check passed") in (1, 2)
     assert (result.tests["collected"], result.tests["executed"]) == (1, 1)
 
 

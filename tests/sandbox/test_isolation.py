@@ -75,6 +75,23 @@ def test_a_run_has_only_loopback_and_reaches_nothing_outside(workspace, tmp_path
     assert {"network", "mount", "ipc"} <= set(result.isolation)
 
 
+@pytest.mark.skipif(not namespaces_available().pid, reason="this kernel refuses a PID namespace here")
+def test_a_run_sees_only_its_own_processes_and_cannot_signal_the_trainer(workspace, tmp_path):
+    found, result = probe(workspace, tmp_path, f"""
+        import json, os, signal
+        out = {{"pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "me": os.getpid()}}
+        try:
+            os.kill({os.getpid()}, 0)
+            out["trainer"] = "reachable"
+        except OSError as err:
+            out["trainer"] = type(err).__name__
+        print(json.dumps(out))
+    """)
+    assert "pid" in result.isolation
+    assert found["trainer"] == "ProcessLookupError", found
+    assert found["me"] in found["pids"] and max(found["pids"]) < 100, found  # its init, the harness, the child: no other
+
+
 @needs_namespaces
 def test_a_run_cannot_read_home_the_dashboards_files_or_the_answer_keys(workspace, tmp_path, monkeypatch):
     runs = tmp_path / "dashboard-runs"
@@ -208,7 +225,7 @@ def test_without_root_the_namespaces_still_hold(tmp_path):
         if not report["available"]:
             pytest.skip("unprivileged user namespaces are not allowed here")
         assert report["reason"] == "tests passed", report
-        assert report["isolation"] == ["user namespace", "network", "mount", "ipc", "process boundary"]
+        assert [i for i in report["isolation"] if i != "pid"] == ["user namespace", "network", "mount", "ipc", "process boundary"]
         found = json.loads(report["tail"].strip().splitlines()[-1])
         assert found["uid"] == 65534 and found["devices"] == ["lo"] and found["caps"] == 0
         assert found[str(answer_key)] == "FileNotFoundError" and found["/root"] == []
