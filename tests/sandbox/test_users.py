@@ -19,6 +19,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="sandbox slots are han
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
+@needs_root
 def test_the_slot_lock_directory_is_fixed_whatever_tmpdir_says(tmp_path, monkeypatch):
     before = slot_lock_dir()
     monkeypatch.setenv("TMPDIR", str(tmp_path))
@@ -85,3 +86,30 @@ def test_two_trainers_with_different_tmpdirs_at_once_never_lose_a_run(tmp_path):
         assert trainer.returncode == 0, err[-2000:]
         outcomes.append(json.loads(out.strip().splitlines()[-1]))
     assert outcomes == [["tests passed"] * 6] * 2
+
+
+@needs_root
+def test_a_slot_an_earlier_version_holds_in_tmp_is_not_handed_out(tmp_path, monkeypatch):
+    # an older trainer locks its slots under /tmp (the default TMPDIR): those slots stay its own
+    import fcntl
+
+    from agentrl.sandbox import users
+
+    monkeypatch.setattr(users, "LEGACY_SLOT_LOCK_DIR", str(tmp_path))
+    held = []
+    for slot in range(users.SANDBOX_SLOTS):
+        fd = os.open(tmp_path / f"{slot}.lock", os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held.append(fd)
+    try:
+        with pytest.raises(SlotsBusy):
+            acquire_slot(0.2)
+    finally:
+        for fd in held[1:]:
+            os.close(fd)
+    slot = acquire_slot(0.2)
+    try:
+        assert slot.uid != users.SANDBOX_UID_BASE  # slot 0 is still the older trainer's
+    finally:
+        release_slot(slot)
+        os.close(held[0])
