@@ -482,7 +482,10 @@ class Boundary:
         try:
             reply = self._start().roundtrip(message)
         except BoundaryError:
-            code = self._child.wait(timeout=5) if self._child is not None else None
+            try:
+                code = self._child.wait(timeout=5) if self._child is not None else None
+            except subprocess.TimeoutExpired:
+                code = None
             raise BoundaryError("the code under test ended its process" + (f" (exit {code})" if code is not None else "")) from None
         if "self" in reply and refresh is not None:
             state = object.__getattribute__(refresh, "__dict__")
