@@ -315,6 +315,9 @@ class _Run:
                                                       read_only=([run_dir / "harness"] if harnessed else []) + guarded)
                 config.update(read_search="auto" if slot is not None else False, reachable=reachable)
                 isolation += ("user namespace",) * user_namespace + ("network", "mount", "ipc") + ("pid",) * pid
+            if stub.seccomp_supported():  # system calls that reach beyond the run fail with EPERM
+                config["seccomp"] = True
+                isolation += ("seccomp",)
             isolation += ("process boundary",) if harnessed and self.boundary == "process" else ()
 
             protected_before = fingerprint(copy, protected)  # as the run finds them (after the hand-over)

@@ -2,8 +2,9 @@
 
 Sandbox runner (`agentrl.sandbox.runner.run_tests`) -> **stub** -> the test command. The stub makes
 itself the reaper of everything the command starts, walls the command off in namespaces of its
-own (network, mount, IPC; and a user namespace when not root: `_enter_namespaces`), applies the
-limits, drops to the sandbox user and execs the command; asked to stop (SIGTERM), it kills and
+own (network, mount, IPC, and PID with an init of its own where the kernel allows: `_become_pid_one`;
+and a user namespace when not root: `_enter_namespaces`), applies the limits, drops to the
+sandbox user, installs a seccomp filter (x86_64: `_install_seccomp`) and execs the command; asked to stop (SIGTERM), it kills and
 reaps the lot and exits as the command did. Doing that in a launcher rather than a `preexec_fn` keeps `run_tests` safe to call
 from many threads at once, and lets the kill be atomic (`kill(-1)` as the sandbox user) and leave
 no zombie even where PID 1 does not reap orphans.
@@ -148,6 +149,48 @@ def _apply_limits_and_user(config: dict) -> None:
             _keep_only_read_search(libc)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # setuid binaries stay powerless
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if config.get("seccomp"):
+        _install_seccomp(libc)
+
+
+# x86_64 system calls a test run has no use for and that reach beyond it: other processes' memory
+# (ptrace, process_vm_*), new namespaces and mounts, the kernel's keyring, modules, BPF, perf
+# events, userfaultfd, file handles, the clock, reboot. Each fails with EPERM.
+_SECCOMP_DENIED_X86_64 = (101, 310, 311, 298, 321, 246, 320, 175, 313, 176, 169, 167, 168, 163, 164, 227, 159, 165,
+                          166, 155, 272, 308, 250, 248, 249, 323, 304, 303, 172, 173, 179, 312, 428, 429, 430, 431, 432,
+                          433, 442)
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_SECCOMP_RET_KILL_PROCESS, _SECCOMP_RET_ERRNO, _SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
+
+
+def seccomp_supported() -> bool:
+    """The filter is written for x86_64 system-call numbers; elsewhere the run goes without it."""
+    return os.uname().machine == "x86_64"
+
+
+def _install_seccomp(libc) -> None:
+    """A seccomp filter: the denied calls fail with EPERM, a call of another ABI (x32, i386) ends
+    the process, everything else is allowed."""
+    import ctypes
+    import errno
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    code = [Filter(load, 0, 0, 4), Filter(jeq, 1, 0, _AUDIT_ARCH_X86_64), Filter(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS),
+            Filter(load, 0, 0, 0), Filter(jge, 0, 1, 0x40000000), Filter(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS)]
+    for number in _SECCOMP_DENIED_X86_64:
+        code += [Filter(jeq, 0, 1, number), Filter(ret, 0, 0, _SECCOMP_RET_ERRNO | errno.EPERM)]
+    code.append(Filter(ret, 0, 0, _SECCOMP_RET_ALLOW))
+    array = (Filter * len(code))(*code)
+    program = Program(len(code), ctypes.cast(array, ctypes.POINTER(Filter)))
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
 def _traversable_by_others(path: str) -> bool:

@@ -92,6 +92,24 @@ def test_a_run_sees_only_its_own_processes_and_cannot_signal_the_trainer(workspa
     assert found["me"] in found["pids"] and max(found["pids"]) < 100, found  # its init, the harness, the child: no other
 
 
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the seccomp filter is written for x86_64")
+def test_system_calls_that_reach_beyond_the_run_fail_with_eperm(workspace, tmp_path):
+    found, result = probe(workspace, tmp_path, """
+        import ctypes, json, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        out = {}
+        for name, call in [("unshare", lambda: libc.unshare(0x10000000)), ("ptrace", lambda: libc.ptrace(0, 0, 0, 0)),
+                           ("mount", lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+                           ("keyctl", lambda: libc.syscall(250, 0, 0, 0, 0, 0))]:
+            out[name] = os.strerror(ctypes.get_errno()) if call() != 0 else "allowed"
+        out["getpid"] = os.getpid() > 0
+        print(json.dumps(out))
+    """)
+    assert "seccomp" in result.isolation
+    assert found == {"unshare": "Operation not permitted", "ptrace": "Operation not permitted",
+                     "mount": "Operation not permitted", "keyctl": "Operation not permitted", "getpid": True}
+
+
 @needs_namespaces
 def test_a_run_cannot_read_home_the_dashboards_files_or_the_answer_keys(workspace, tmp_path, monkeypatch):
     runs = tmp_path / "dashboard-runs"
@@ -225,7 +243,8 @@ def test_without_root_the_namespaces_still_hold(tmp_path):
         if not report["available"]:
             pytest.skip("unprivileged user namespaces are not allowed here")
         assert report["reason"] == "tests passed", report
-        assert [i for i in report["isolation"] if i != "pid"] == ["user namespace", "network", "mount", "ipc", "process boundary"]
+        assert [i for i in report["isolation"] if i not in ("pid", "seccomp")] == ["user namespace", "network", "mount", "ipc",
+                                                                                  "process boundary"]
         found = json.loads(report["tail"].strip().splitlines()[-1])
         assert found["uid"] == 65534 and found["devices"] == ["lo"] and found["caps"] == 0
         assert found[str(answer_key)] == "FileNotFoundError" and found["/root"] == []
