@@ -302,3 +302,49 @@ def test_a_callback_gives_the_solution_no_way_into_the_test_process(workspace):
     assert (result.passed, result.detector) == (False, "tests failed"), result.reason
     assert "not reachable across the boundary" in result.output_tail
     assert result.tests["executed"] == result.tests["collected"] == 7  # the two files of tests/
+
+
+def test_packages_monkeypatching_properties_and_class_methods_work_across_the_boundary(tmp_path):
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "shapes").mkdir()
+    (root / "shapes" / "__init__.py").write_text("from shapes.geometry import Square\n\nVERSION = (1, 2)\n")
+    (root / "shapes" / "geometry.py").write_text(textwrap.dedent('''
+        def unit():
+            return 1
+
+
+        class Square:
+            def __init__(self, side):
+                self.side = side
+
+            @property
+            def area(self):
+                return self.side * self.side * unit()
+
+            @classmethod
+            def of_area(cls, area):
+                return cls(int(area ** 0.5))
+
+            def __lt__(self, other):
+                return self.side < other.side
+    '''))
+    (root / "tests" / "test_shapes.py").write_text(textwrap.dedent('''
+        import shapes
+        from shapes import geometry
+        from shapes.geometry import Square
+
+
+        def test_package_values():
+            assert shapes.VERSION == (1, 2)
+            assert Square.of_area(9) == Square(3)
+            assert Square(2).area == 4
+            assert sorted([Square(3), Square(1)]) == [Square(1), Square(3)]
+
+
+        def test_monkeypatch(monkeypatch):
+            monkeypatch.setattr(geometry, "unit", lambda: 10)
+            assert Square(2).area == 40
+    '''))
+    result = run_tests(root, {}, [PY, "-m", "pytest", "-q", "tests"], ["tests"], LIMITS, temp_root=tmp_path / "copies")
+    assert (result.passed, result.reason, result.boundary) == (True, "tests passed", "process"), result.output_tail
