@@ -28,8 +28,10 @@ installed package the tests or the runner import later.
 
 The harness marks itself non-dumpable, so a process the tests start (where the built-in suites
 run the code under test) can read neither its memory nor its descriptors: not the nonce, not
-the answer keys, not the result channel. Code the tests import into this process is another
-matter (README, "Guarantees"). Standard library only, apart from pytest for its runner.
+the answer keys, not the result channel. The modules an attempt may write never run here: unless
+the task says `boundary: "none"`, the harness installs `agentrl_boundary` first, and the tests
+import them as proxies to a child that runs them (README, "Guarantees"). Standard library only,
+apart from pytest for its runner.
 """
 
 from __future__ import annotations

@@ -106,8 +106,8 @@ class SandboxResult:
     """The harness's counts (collected, executed, passed, failed, skipped) and the number of
     tests the protected suite holds ('expected'); None when the exit code alone decided."""
     isolation: tuple[str, ...] = ()
-    """What walled the run off: 'sandbox user', 'user namespace', 'network', 'mount', 'ipc',
-    'process boundary'."""
+    """What walled the run off: 'sandbox user', 'user namespace', 'network', 'mount', 'ipc', 'pid',
+    'seccomp', 'process boundary'."""
     boundary: str | None = None
     """'process': the solution's modules ran in a child and only data reached the assertions;
     'none': the task opted out and the solution shared the test process, so the reward is weaker
@@ -152,7 +152,7 @@ def run_tests(
     user of its own. `writable` is the task's allow-list of what an attempt may create or change
     (glob patterns; None: anything the rules for every task allow, `agentrl.sandbox.paths`).
     `answer_keys` (name -> Python source, or a directory of `*.py`) reach the test process alone,
-    as `agentrl_suite.answer_key(name)`, never the workspace. `namespaces` (default: when the
+    as `agentrl_suite.answer_key(name)`, never the workspace.
     `boundary` ("process", the default, or "none"): for a Python test command, whether the
     modules an attempt may write are imported in the test process as proxies to a child that runs
     them (`agentrl.sandbox.boundary`), or, for a suite that needs live objects, as themselves (a
