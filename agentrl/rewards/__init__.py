@@ -10,6 +10,8 @@ lists with one entry per completion, as TRL passes them.
 - `tests_reward`: 1 when the workspace's tests pass in a sandbox copy with the completion's files
   written in, else 0; a group's runs go through a worker pool sized to the cores.
 - `budget_reward`: 0 within `max_steps` tool calls, `-penalty` per call over it.
+- `HeldOutReward`: the tests reward with the task's held-out tests added (the column `held_out`),
+  a component of its own (weight 0) whose gap to `tests` shows special-casing.
 
 `build_reward_functions` bundles a kind's functions with their weights (for `GRPOConfig`'s
 `reward_weights`); `score_group` scores completions with every function and keeps each component
@@ -250,6 +252,7 @@ def tests_outcomes(
     writable: Any = None,
     answer_keys: Any = None,
     boundary: Any = None,
+    held_out: Any = None,
     workers: int | None = None,
     limits: SandboxLimits | None = None,
     temp_root: Path | None = None,
@@ -269,6 +272,7 @@ def tests_outcomes(
     allow_lists = _per_row(writable, n, lambda v: v is None or _is_str_list(v), "writable")
     keys = _per_row(answer_keys, n, lambda v: v is None or isinstance(v, (str, Path)), "answer_keys")
     boundaries = _per_row(boundary, n, lambda v: v is None or v in ("process", "none"), "boundary")
+    hidden = _per_row(held_out, n, lambda v: v is None or isinstance(v, (str, Path, dict)), "held_out")
     limits = limits or SandboxLimits()
 
     def one(i: int) -> TestsOutcome:
@@ -278,7 +282,7 @@ def tests_outcomes(
         flags = tuple(hack_flags(files))
         result = run_tests(Path(workspaces[i]), files, list(commands[i]), list(protected_paths[i]), limits,
                            temp_root=temp_root, writable=allow_lists[i], answer_keys=keys[i],
-                           boundary=boundaries[i] or "process")
+                           boundary=boundaries[i] or "process", held_out=hidden[i])
         return TestsOutcome(score=1.0 if result.passed else 0.0, passed=result.passed, reason=result.reason, sandbox=result,
                             flags=flags)
 
@@ -330,6 +334,32 @@ class TestsReward:
 
     def __call__(self, completions: Sequence[Completion], **columns: Any) -> list[float]:
         return [o.score for o in self.outcomes(completions, **columns)]
+
+
+class HeldOutReward(TestsReward):
+    """The tests reward with the task's held-out tests added (the dataset column `held_out`: a
+    directory of test files, or path -> content), which the policy never sees: they are written
+    into the sandbox copy after the attempt's files. Give it weight 0 to log it as a component of
+    its own beside `tests` (`RewardFunctions`); an attempt that special-cases the visible cases
+    passes `tests` and fails this one, and the gap between the two pass rates is the monitor's
+    `test_gap`. A row without held-out tests runs the visible suite alone."""
+
+    __name__ = "held_out"
+
+    def outcomes(self, completions: Sequence[Completion], workers: int | None = None, **columns: Any) -> list[TestsOutcome]:
+        return tests_outcomes(
+            completions,
+            columns.get("workspace"),
+            columns.get("test_command"),
+            columns.get("protected"),
+            writable=columns.get("writable"),
+            answer_keys=columns.get("answer_keys"),
+            boundary=columns.get("boundary"),
+            held_out=columns.get("held_out"),
+            workers=workers or self.workers,
+            limits=self.limits,
+            temp_root=self.temp_root,
+        )
 
 
 class BudgetReward:
@@ -420,8 +450,10 @@ def score_group(
     outcomes: list[TestsOutcome] | None = None
     for function in rewards.functions:
         if isinstance(function, TestsReward):
-            outcomes = function.outcomes(completions, workers=workers, **columns)
-            by_name[function.__name__] = [o.score for o in outcomes]
+            found = function.outcomes(completions, workers=workers, **columns)
+            by_name[function.__name__] = [o.score for o in found]
+            if outcomes is None or not isinstance(function, HeldOutReward):  # pass and reason: the visible tests'
+                outcomes = found
         else:
             by_name[function.__name__] = [float(v) for v in function(completions, **columns)]
     scored = []

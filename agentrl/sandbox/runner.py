@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrl.sandbox import stub
@@ -142,6 +142,7 @@ def run_tests(
     namespaces: bool | None = None,
     hide: Sequence[str | Path] = (),
     boundary: str = "process",
+    held_out: Mapping[str, str] | str | Path | None = None,
 ) -> SandboxResult:
     """Write `files` into a throw-away copy of `workspace` and run `test_command` there.
 
@@ -156,7 +157,11 @@ def run_tests(
     `boundary` ("process", the default, or "none"): for a Python test command, whether the
     modules an attempt may write are imported in the test process as proxies to a child that runs
     them (`agentrl.sandbox.boundary`), or, for a suite that needs live objects, as themselves (a
-    weaker reward, and the result says so). `namespaces` (default: when the
+    weaker reward, and the result says so). `held_out` (relative path -> content, or a directory
+    of files): tests the policy never sees, written into the copy after the attempt's files and
+    protected like the tests (run them as a reward component of their own, `agentrl.rewards.
+    HeldOutReward`, so special-casing the visible cases shows as the gap between the two).
+    `namespaces` (default: when the
     kernel allows them) gives the run its own network (loopback only), mount and IPC namespaces
     and a view of the files without the home directories, the dashboard's files and the answer
     keys, plus the directories in `hide` (`agentrl.sandbox.isolation`); True insists on them.
@@ -180,6 +185,8 @@ def run_tests(
 
     if boundary not in ("process", "none"):
         raise ValueError(f"boundary must be 'process' or 'none' (got {boundary!r})")
+    hidden_tests = load_held_out(held_out)
+    protected = list(protected) + [p for p in hidden_tests if p not in protected]
     for path in files:
         reason = refusal_reason(path, protected, writable)
         if reason:
@@ -194,16 +201,35 @@ def run_tests(
     command = parse_command(list(test_command))
     keys = load_answer_keys(answer_keys)
     run = _Run(workspace, list(test_command), command, list(protected), limits, temp_root, isolate_user, keys,
-               namespaces, tuple(hide), boundary, None if writable is None else list(writable))
+               namespaces, tuple(hide), boundary, None if writable is None else list(writable), hidden_tests)
     expected = _expected_tests(run) if command.runner in ("pytest", "unittest") else None
     return run.execute(files, writable, expected=expected)
+
+
+def load_held_out(held_out: Mapping[str, str] | str | Path | None) -> dict[str, str]:
+    """Held-out tests by relative path: as given, or every file under a directory."""
+    if held_out is None:
+        return {}
+    if isinstance(held_out, Mapping):
+        files = {normalised(k): v for k, v in held_out.items()}
+    else:
+        directory = Path(held_out)
+        if not directory.is_dir():
+            raise ValueError(f"held_out {directory} is not a directory")
+        files = {p.relative_to(directory).as_posix(): p.read_text(encoding="utf-8") for p in sorted(directory.rglob("*"))
+                 if p.is_file() and "__pycache__" not in p.parts}
+    for path in files:
+        problem = refusal_reason(path, [])
+        if problem and problem.startswith(("refused: invalid", "refused: absolute", "refused: path leaves")):
+            raise ValueError(f"held-out test path {path!r}: {problem[len('refused: '):]}")
+    return files
 
 
 def _expected_tests(run: "_Run") -> int | None:
     """How many tests the protected suite holds: collected once, without the attempt's files,
     per workspace, command and protected content (None when that collection itself fails)."""
     key = (str(run.workspace.resolve()), tuple(run.test_command), json.dumps(fingerprint(run.workspace, run.protected)),
-           run.boundary, json.dumps(run.writable))
+           run.boundary, json.dumps(run.writable), json.dumps(run.held_out, sort_keys=True))
     with _EXPECTED_LOCK:
         if key in _EXPECTED:
             return _EXPECTED[key]
@@ -230,6 +256,7 @@ class _Run:
     hide: tuple[str | Path, ...]
     boundary: str = "process"
     writable: list[str] | None = None
+    held_out: dict[str, str] = field(default_factory=dict)
 
     def execute(self, files: dict[str, str], writable: Sequence[str] | None, *, mode: str = "run",
                 expected: int | None = None) -> SandboxResult:
@@ -257,6 +284,8 @@ class _Run:
                         reason = f"refused: cannot write {relative} ({err.strerror})"
                 if reason:
                     return _refused(reason)
+            for relative, content in self.held_out.items():  # after the attempt's files: never its
+                write_file(copy / relative, content)
 
             env = {
                 "PATH": os.environ.get("PATH", os.defpath),

@@ -288,3 +288,18 @@ def test_without_a_user_of_its_own_the_limits_and_the_clean_up_still_hold(worksp
 def test_limits_say_what_to_change():
     with pytest.raises(ValueError, match="SandboxLimits.timeout_s must be positive"):
         SandboxLimits(timeout_s=0)
+
+
+def test_held_out_tests_join_the_copy_after_the_attempt_and_cannot_be_written(workspace, sandbox_root):
+    held_out = {"extra_check.py": "import sys\nsys.path.insert(0, '.')\nfrom calc import add\nassert add(4, 4) == 8\n"}
+    command = [PY, "extra_check.py"]
+    assert run_tests(workspace, FIXED_CALC, command, ["tests"], temp_root=sandbox_root, held_out=held_out).passed
+    special_case = {"calc.py": "def add(a, b):\n    return 5 if (a, b) == (2, 3) else a - b\n"}
+    assert run_tests(workspace, special_case, TEST_CALC, ["tests"], temp_root=sandbox_root, held_out=held_out).passed
+    assert not run_tests(workspace, special_case, command, ["tests"], temp_root=sandbox_root, held_out=held_out).passed
+    forged = {**FIXED_CALC, "extra_check.py": "pass\n"}
+    result = run_tests(workspace, forged, command, ["tests"], temp_root=sandbox_root, held_out=held_out)
+    assert result.reason == "refused: protected path extra_check.py"
+    assert not (workspace / "extra_check.py").exists()
+    with pytest.raises(ValueError, match="held-out test path '../x.py'"):
+        run_tests(workspace, {}, command, ["tests"], temp_root=sandbox_root, held_out={"../x.py": ""})
