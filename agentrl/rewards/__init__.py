@@ -10,6 +10,8 @@ lists with one entry per completion, as TRL passes them.
 - `tests_reward`: 1 when the workspace's tests pass in a sandbox copy with the completion's files
   written in, else 0; a group's runs go through a worker pool sized to the cores.
 - `budget_reward`: 0 within `max_steps` tool calls, `-penalty` per call over it.
+- `HeldOutReward`: the tests reward with the task's held-out tests added (the column `held_out`),
+  a component of its own (weight 0) whose gap to `tests` shows special-casing.
 
 `build_reward_functions` bundles a kind's functions with their weights (for `GRPOConfig`'s
 `reward_weights`); `score_group` scores completions with every function and keeps each component
@@ -24,6 +26,7 @@ and the sandbox's reason, as the run process stores them per trajectory.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -142,42 +145,43 @@ def format_reward(completions: Sequence[Completion], **kwargs: Any) -> list[floa
 
 format_reward.__name__ = "format"
 
-_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "null": lambda v: v is None,
-}
-
-
 def argument_errors(arguments: dict[str, Any] | None, parameters: dict[str, Any]) -> list[str]:
-    """What is wrong with `arguments` under the JSON-schema subset we check: required, unknown
-    argument, type, enum. Empty when they fit.
+    """What is wrong with `arguments` under the whole JSON Schema a tool declares (`jsonschema`,
+    in the draft the schema names, 2020-12 by default), each as `where: what`. Empty when they
+    fit. One rule is ours: an argument the schema does not name is an error unless it sets
+    `additionalProperties` itself (a call that invents an argument is not a well-formed call).
 
     >>> argument_errors({"path": 3}, {"properties": {"path": {"type": "string"}}, "required": ["path"]})
-    ['path: expected string, got int']
+    ["path: 3 is not of type 'string'"]
+    >>> argument_errors({"ids": ["a", None]}, {"properties": {"ids": {"type": "array", "items": {"type": "string"}}}})
+    ["ids/1: None is not of type 'string'"]
     """
-    if arguments is None:
+    if not isinstance(arguments, dict):
         return ["arguments are not a JSON object"]
-    properties = parameters.get("properties") or {}
-    errors = [f"{name}: required" for name in parameters.get("required") or [] if name not in arguments]
-    for name, value in arguments.items():
-        declared = properties.get(name)
-        if declared is None:
-            if parameters.get("additionalProperties") is not True:
-                errors.append(f"{name}: unknown argument")
-            continue
-        types = declared.get("type")
-        types = [types] if isinstance(types, str) else types or []
-        known = [t for t in types if t in _JSON_TYPES]
-        if known and not any(_JSON_TYPES[t](value) for t in known):
-            errors.append(f"{name}: expected {'/'.join(known)}, got {type(value).__name__}")
-        if "enum" in declared and value not in declared["enum"]:
-            errors.append(f"{name}: {value!r} not one of {declared['enum']!r}")
-    return errors
+    validator = _validator(json.dumps(parameters, sort_keys=True))
+    if isinstance(validator, str):
+        return [validator]
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(arguments)'}: {e.message}" for e in errors]
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(parameters_json: str) -> Any:
+    """A validator of a tool's declared schema (cached: a group checks the same few schemas over
+    and over), or why the schema itself cannot be used."""
+    import jsonschema
+
+    schema = json.loads(parameters_json)
+    if not isinstance(schema, dict):
+        return f"the tool's parameters are not a JSON Schema object (got {type(schema).__name__})"
+    schema = {"type": "object", **schema}
+    schema.setdefault("additionalProperties", False)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as err:
+        return f"the tool's schema is invalid: {err.message}"
+    return cls(schema)
 
 
 def tool_schemas(tools: Any) -> dict[str, dict[str, Any]]:
@@ -247,6 +251,8 @@ def tests_outcomes(
     *,
     writable: Any = None,
     answer_keys: Any = None,
+    boundary: Any = None,
+    held_out: Any = None,
     workers: int | None = None,
     limits: SandboxLimits | None = None,
     temp_root: Path | None = None,
@@ -254,7 +260,9 @@ def tests_outcomes(
     """Run each completion's files against its workspace's tests, `workers` sandboxes at a time
     (default: one per core). Columns may be single values or one entry per completion;
     `writable` (the task's allow-list of paths an attempt may write) and `answer_keys` (a
-    directory of answer keys the test process alone receives) may be None for a row."""
+    directory of answer keys the test process alone receives) may be None for a row; `boundary`
+    ("process", the default, or "none" for a suite that needs the solution's live objects in the
+    test process, a weaker reward: `agentrl.sandbox.run_tests`) may be None for a row."""
     n = len(completions)
     if workspace is None or test_command is None:
         raise ValueError("tests_reward needs the dataset columns 'workspace' and 'test_command' (and 'protected'); see agentrl.coding_tasks.dataset_rows")
@@ -263,6 +271,8 @@ def tests_outcomes(
     protected_paths = _per_row(protected or [], n, _is_str_list, "protected")
     allow_lists = _per_row(writable, n, lambda v: v is None or _is_str_list(v), "writable")
     keys = _per_row(answer_keys, n, lambda v: v is None or isinstance(v, (str, Path)), "answer_keys")
+    boundaries = _per_row(boundary, n, lambda v: v is None or v in ("process", "none"), "boundary")
+    hidden = _per_row(held_out, n, lambda v: v is None or isinstance(v, (str, Path, dict)), "held_out")
     limits = limits or SandboxLimits()
 
     def one(i: int) -> TestsOutcome:
@@ -271,7 +281,8 @@ def tests_outcomes(
             return TestsOutcome(score=0.0, passed=False, reason="no files written")
         flags = tuple(hack_flags(files))
         result = run_tests(Path(workspaces[i]), files, list(commands[i]), list(protected_paths[i]), limits,
-                           temp_root=temp_root, writable=allow_lists[i], answer_keys=keys[i])
+                           temp_root=temp_root, writable=allow_lists[i], answer_keys=keys[i],
+                           boundary=boundaries[i] or "process", held_out=hidden[i])
         return TestsOutcome(score=1.0 if result.passed else 0.0, passed=result.passed, reason=result.reason, sandbox=result,
                             flags=flags)
 
@@ -315,6 +326,7 @@ class TestsReward:
             columns.get("protected"),
             writable=columns.get("writable"),
             answer_keys=columns.get("answer_keys"),
+            boundary=columns.get("boundary"),
             workers=workers or self.workers,
             limits=self.limits,
             temp_root=self.temp_root,
@@ -322,6 +334,32 @@ class TestsReward:
 
     def __call__(self, completions: Sequence[Completion], **columns: Any) -> list[float]:
         return [o.score for o in self.outcomes(completions, **columns)]
+
+
+class HeldOutReward(TestsReward):
+    """The tests reward with the task's held-out tests added (the dataset column `held_out`: a
+    directory of test files, or path -> content), which the policy never sees: they are written
+    into the sandbox copy after the attempt's files. Give it weight 0 to log it as a component of
+    its own beside `tests` (`RewardFunctions`); an attempt that special-cases the visible cases
+    passes `tests` and fails this one, and the gap between the two pass rates is the monitor's
+    `test_gap`. A row without held-out tests runs the visible suite alone."""
+
+    __name__ = "held_out"
+
+    def outcomes(self, completions: Sequence[Completion], workers: int | None = None, **columns: Any) -> list[TestsOutcome]:
+        return tests_outcomes(
+            completions,
+            columns.get("workspace"),
+            columns.get("test_command"),
+            columns.get("protected"),
+            writable=columns.get("writable"),
+            answer_keys=columns.get("answer_keys"),
+            boundary=columns.get("boundary"),
+            held_out=columns.get("held_out"),
+            workers=workers or self.workers,
+            limits=self.limits,
+            temp_root=self.temp_root,
+        )
 
 
 class BudgetReward:
@@ -412,8 +450,10 @@ def score_group(
     outcomes: list[TestsOutcome] | None = None
     for function in rewards.functions:
         if isinstance(function, TestsReward):
-            outcomes = function.outcomes(completions, workers=workers, **columns)
-            by_name[function.__name__] = [o.score for o in outcomes]
+            found = function.outcomes(completions, workers=workers, **columns)
+            by_name[function.__name__] = [o.score for o in found]
+            if outcomes is None or not isinstance(function, HeldOutReward):  # pass and reason: the visible tests'
+                outcomes = found
         else:
             by_name[function.__name__] = [float(v) for v in function(completions, **columns)]
     scored = []

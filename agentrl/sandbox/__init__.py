@@ -6,7 +6,8 @@ Rewards (`agentrl.rewards.tests_reward`) -> **sandbox**. The parts: `runner` (co
 `verdict` (which runner a command gets, and the verdict with its reason and detector), `harness`
 (the program a Python test command runs through; it writes the result the verdict comes from),
 `suite` (`agentrl_suite`, the helper test suites import: the code under test in a child, answer
-keys), `isolation` (the run's namespaces and view of the files), `rundir` (the run's directory),
+keys), `boundary` (the solution's modules imported by the tests as proxies to a child that runs
+them; only data crosses back), `isolation` (the run's namespaces and view of the files), `rundir` (the run's directory),
 `users` (one uid per concurrent run when root, clean-up) and `stub` (the launcher program each run
 goes through). What the runner promises, and what it does not, is the README's "Guarantees".
 """

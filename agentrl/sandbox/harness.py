@@ -18,8 +18,9 @@ Three runners, chosen by the runner from the task's command (`python -m pytest .
   test's phases;
 - unittest: `unittest.main` with the task's arguments and a result that counts;
 - script: the script (or module) run here as `__main__`; it is one test, executed when it ends on
-  its own: an exception or a non-zero exit fails it, and a successful exit requested from a
-  file of the workspace the attempt could write (not the protected script) is an early exit.
+  its own: an exception or a non-zero exit fails it, and an exit 0 passes only when it is the
+  protected script's own (the real `SystemExit`, raised from a frame of the script's file, with
+  the real `sys.exit`); any other is an early exit.
 
 Where `python` would put the working directory (or the script's) first on the import path, the
 harness puts it last, so the workspace's modules still import by name but cannot shadow an
@@ -27,8 +28,10 @@ installed package the tests or the runner import later.
 
 The harness marks itself non-dumpable, so a process the tests start (where the built-in suites
 run the code under test) can read neither its memory nor its descriptors: not the nonce, not
-the answer keys, not the result channel. Code the tests import into this process is another
-matter (README, "Guarantees"). Standard library only, apart from pytest for its runner.
+the answer keys, not the result channel. The modules an attempt may write never run here: unless
+the task says `boundary: "none"`, the harness installs `agentrl_boundary` first, and the tests
+import them as proxies to a child that runs them (README, "Guarantees"). Standard library only,
+apart from pytest for its runner.
 """
 
 from __future__ import annotations
@@ -84,25 +87,90 @@ def _exit_code(code) -> int:
     return 1
 
 
+_REAL_EXIT, _REAL_SYS, _REAL_SYSTEM_EXIT = sys.exit, sys, SystemExit  # as they were before any test code ran
+
+
+def _trusted_exit_codes() -> set:
+    """Code objects outside the script that may end it with an exit of their own: `unittest.main`
+    (`TestProgram`) and the `exit()` builtin, captured before any test code ran (a function whose
+    `__code__` is swapped later no longer matches)."""
+    import builtins
+    import unittest
+
+    codes = {unittest.TestProgram.__init__.__code__, unittest.TestProgram.runTests.__code__}
+    quitter = getattr(type(getattr(builtins, "exit", None)), "__call__", None)
+    if hasattr(quitter, "__code__"):
+        codes.add(quitter.__code__)
+    return codes
+
+
+def _all_codes(code) -> set:
+    """`code` and every code object nested in it (its functions, classes, comprehensions)."""
+    found, frontier = set(), [code]
+    while frontier:
+        current = frontier.pop()
+        found.add(current)
+        frontier.extend(c for c in current.co_consts if hasattr(c, "co_code"))
+    return found
+
+
+def _disguised_exit(exc: BaseException, script_codes: set, trusted: set, workspace: str,
+                    protected: list[str]) -> str | None:
+    """Why an exit 0 is not the protected script's own, or None when it is: a `SystemExit` of the
+    real class, with `sys.exit` and `sys` as they were, raised from a frame of the script's own
+    code (or of `unittest.main` that the script called), with nothing else on the way. A
+    `SystemExit(0)` from code compiled as "<string>", from a writable file, or through a rewired
+    `sys.exit` is the solution's exit, whatever frames it passed through."""
+    culprit = _early_exit(exc.__traceback__, workspace, protected)
+    if culprit:
+        return culprit
+    if type(exc) is not _REAL_SYSTEM_EXIT:
+        return f"a {type(exc).__name__} (not SystemExit itself)"
+    if sys.exit is not _REAL_EXIT or sys.modules.get("sys") is not _REAL_SYS:
+        return "a rewired sys.exit"
+    frames, tb = [], exc.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    first = next((i for i, (frame, _) in enumerate(frames) if frame.f_code in script_codes), None)
+    if first is None:
+        return "code that is not the protected script"
+    for frame, line in frames[first:]:
+        if frame.f_code not in script_codes and frame.f_code not in trusted:
+            return f"{frame.f_code.co_filename}:{line} (not the protected script)"
+        if frame.f_globals.get("sys", _REAL_SYS) is not _REAL_SYS:
+            return "a sys module swapped in the script's globals"
+    return None
+
+
 def run_script(control: dict, mode: str) -> dict:
+    """The script (or module) as `__main__`: one test, passed when it returns, or exits 0 from its
+    own code with the real `sys.exit` (`_disguised_exit`)."""
     command = control["command"]
     if mode == "collect":
         return {"collected": 1}
     import runpy
 
+    trusted = _trusted_exit_codes()
     workspace = os.getcwd()
     target, args = command["target"], command["args"]
     if not command["safe_path"]:  # as `python script.py` / `python -m module` would, but last (`_importable`)
         _importable(workspace if command["runner"] == "module" else os.path.dirname(os.path.abspath(target)))
     sys.argv = [target, *args]
+    script_codes: set = set()
     try:
+        # runpy's own steps, so that the code objects of the script are known (`_disguised_exit`)
         if command["runner"] == "module":
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
+            _, spec, code = runpy._get_module_details(target)
+            script_codes = _all_codes(code)
+            runpy._run_module_code(code, None, "__main__", spec)
         else:
-            runpy.run_path(target, run_name="__main__")
+            code, _ = runpy._get_code_from_file("__main__", target)
+            script_codes = _all_codes(code)
+            runpy._run_module_code(code, None, "__main__", script_name=target)
     except SystemExit as exc:
         code = _exit_code(exc.code)
-        culprit = _early_exit(exc.__traceback__, workspace, control["protected"]) if code == 0 else None
+        culprit = _disguised_exit(exc, script_codes, trusted, workspace, control["protected"]) if code == 0 else None
         if culprit:
             print(f"agentrl-harness: exit {code} requested by {culprit} before the tests finished", file=sys.stderr)
             return {"collected": 1, "executed": 0, "passed": 0, "failed": 0, "early_exit": culprit}
@@ -113,10 +181,36 @@ def run_script(control: dict, mode: str) -> dict:
     return {"collected": 1, "executed": 1, "passed": 1, "failed": 0}
 
 
+def _guard(protected: list[str]):
+    """Whether discovery may import a path: one under a protected path, or a directory on the way
+    to one (None: the task protects nothing, so everything may be)."""
+    workspace = os.getcwd()
+    guarded = [os.path.normpath(os.path.join(workspace, p)) for p in protected]
+    if not guarded:
+        return None
+
+    def may_import(path: str) -> bool:
+        path = os.path.normpath(os.path.abspath(path))
+        return any(_inside(path, g) or (os.path.isdir(path) and _inside(g, path)) for g in guarded)
+
+    return may_import
+
+
 def run_unittest(control: dict, mode: str) -> dict:
     import unittest
 
     command = control["command"]
+    may_import = _guard(control["protected"])
+
+    class Loader(unittest.TestLoader):
+        """Discovery that imports the protected suite alone: no root `test*.py`, package
+        `__init__` or `sitecustomize/` the attempt wrote or changed."""
+
+        def _find_test_path(self, full_path, pattern):  # unittest's own hook for one discovered path
+            if may_import is not None and not may_import(full_path):
+                return None, False
+            return super()._find_test_path(full_path, pattern)
+
     if not command["safe_path"]:
         _importable(os.getcwd())
     counts: dict = {}
@@ -128,7 +222,7 @@ def run_unittest(control: dict, mode: str) -> dict:
                 return
             self.result = unittest.TextTestRunner(verbosity=self.verbosity).run(self.test)
 
-    program = Program(module=None, argv=["python -m unittest", *command["args"]], exit=False)
+    program = Program(module=None, argv=["python -m unittest", *command["args"]], exit=False, testLoader=Loader())
     result = getattr(program, "result", None)
     if result is not None:
         failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
@@ -139,9 +233,11 @@ def run_unittest(control: dict, mode: str) -> dict:
 
 
 class _PytestCounter:
-    """Counts what pytest collected and, per test, which phases ran and how they ended."""
+    """Counts what pytest collected and, per test, which phases ran and how they ended; collects
+    nothing outside the protected suite (`may_import`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, may_import=None) -> None:
+        self.may_import = may_import
         self.collected = 0
         self.collect_errors = 0
         self.phases: dict[str, dict[str, str]] = {}
@@ -149,6 +245,11 @@ class _PytestCounter:
     def pytest_collectreport(self, report) -> None:
         if report.failed:
             self.collect_errors += 1
+
+    def pytest_ignore_collect(self, collection_path, config):
+        if self.may_import is not None and not self.may_import(str(collection_path)):
+            return True
+        return None
 
     def pytest_collection_finish(self, session) -> None:
         self.collected = len(session.items)
@@ -167,18 +268,29 @@ class _PytestCounter:
 def run_pytest(control: dict, mode: str) -> dict:
     command = control["command"]
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # entry-point plugins: a task names its own with -p
+    import importlib
+
+    import pytest
+    from _pytest.config import default_plugins
+
+    for plugin in default_plugins:  # pytest and its own plugins, before the workspace is on the path
+        try:
+            importlib.import_module(f"_pytest.{plugin}")
+        except ImportError:
+            pass
     if not command["safe_path"]:
         _importable(os.getcwd())
-    import pytest
 
-    counter = _PytestCounter()
+    counter = _PytestCounter(_guard(control["protected"]))
     ours = ["-c", control["pytest_ini"], "--rootdir", os.getcwd(), "-p", "no:cacheprovider"]
     if control.get("no_conftest"):  # the task has none: one the code under test writes is not read either
         ours.append("--noconftest")
     if mode == "collect":
         ours.append("--collect-only")
     try:
-        pytest.main([*ours, *command["args"]], plugins=[counter])
+        # --import-mode=append last, so it wins: a test's directory goes after the installed
+        # packages on the path, never before them (a workspace yaml.py cannot stand in for yaml)
+        pytest.main([*ours, *command["args"], "--import-mode=append"], plugins=[counter])
     except BaseException:  # noqa: BLE001 - the counts say what ran; the trace says why it stopped
         traceback.print_exc()
     counts = counter.counts()
@@ -189,6 +301,7 @@ RUNNERS = {"script": run_script, "module": run_script, "unittest": run_unittest,
 
 
 def main(argv: list[str]) -> None:
+    sys.dont_write_bytecode = True  # the runner passes -B too: no .pyc beside a protected test
     control_fd, result_fd = int(argv[1]), int(argv[2])
     with os.fdopen(control_fd, "rb") as handle:
         control = json.loads(handle.read())
@@ -199,6 +312,10 @@ def main(argv: list[str]) -> None:
     import agentrl_suite
 
     agentrl_suite._install_keys(control.get("keys") or {})
+    if control.get("boundary") == "process":  # the solution's modules import as proxies to a child
+        import agentrl_boundary
+
+        agentrl_boundary.Boundary(os.getcwd(), control["protected"], control.get("writable")).install()
     mode = control["mode"]
     counts = RUNNERS[control["command"]["runner"]](control, mode)
     record = {"nonce": control["nonce"], "mode": mode, "runner": control["command"]["runner"], **counts}

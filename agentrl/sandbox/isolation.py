@@ -8,6 +8,8 @@ or as any user where unprivileged user namespaces are allowed), each run gets:
 - a network namespace of its own with only loopback, up: nothing outside the run answers, not
   the dashboard on 127.0.0.1, not the internet, not an abstract UNIX socket of the host;
 - an IPC namespace of its own (System V IPC, POSIX message queues);
+- a PID namespace of its own where the kernel allows it (`Availability.pid`), with a /proc of its
+  own: the run sees its own processes alone, never the trainer's, and cannot signal it;
 - a mount namespace in which every mount is read-only, `/tmp`, `/var/tmp` and `/dev/shm` are
   fresh private tmpfs that vanish with the run (so nothing is left in any world-writable
   directory), and the home directories (`/root`, `/home`, `$HOME`), the agentrl package (where
@@ -44,6 +46,8 @@ _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 class Availability:
     available: bool
     why_not: str = ""
+    pid: bool = False
+    """A PID namespace of its own, with its own /proc, works here too."""
 
 
 _PROBED: dict[bool, Availability] = {}
@@ -57,14 +61,19 @@ def namespaces_available(user_namespace: bool | None = None) -> Availability:
         user_namespace = os.geteuid() != 0
     with _PROBE_LOCK:
         if user_namespace not in _PROBED:
-            spec = {"user": user_namespace, "cwd": "/", "ops": [
-                {"op": "tmpfs", "path": "/tmp", "mode": "1777", "size": "1m", "rw": True}]}
-            try:
-                done = subprocess.run([sys.executable, "-I", "-S", str(Path(stub.__file__).resolve()), "--probe", json.dumps(spec)],
-                                      capture_output=True, text=True, timeout=30, cwd="/")
-                result = Availability(done.returncode == 0, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "")
-            except (OSError, subprocess.TimeoutExpired) as err:
-                result = Availability(False, str(err))
+            result = Availability(False)
+            for pid in (True, False):  # with a PID namespace and its /proc if the kernel allows, else without
+                spec = {"user": user_namespace, "cwd": "/", "pid": pid, "ops": [
+                    {"op": "tmpfs", "path": "/tmp", "mode": "1777", "size": "1m", "rw": True}]}
+                try:
+                    done = subprocess.run([sys.executable, "-I", "-S", str(Path(stub.__file__).resolve()), "--probe",
+                                           json.dumps(spec)], capture_output=True, text=True, timeout=30, cwd="/")
+                    why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+                    result = Availability(done.returncode == 0, why if result.why_not == "" else result.why_not, pid=pid)
+                except (OSError, subprocess.TimeoutExpired) as err:
+                    result = Availability(False, str(err))
+                if result.available:
+                    break
             _PROBED[user_namespace] = result
         return _PROBED[user_namespace]
 
@@ -170,7 +179,8 @@ def isolation_plan(run_dir: Path, cwd: Path, executables: Sequence[str], hide: I
 
 
 def namespace_spec(run_dir: Path, cwd: Path, executables: Sequence[str], *, user_namespace: bool,
-                   hide: Iterable[str | Path] = (), read_only: Iterable[Path] = ()) -> dict:
-    """What the stub needs to enter the namespaces and build the view (`stub._enter_namespaces`)."""
-    return {"user": user_namespace, "cwd": str(Path(os.path.realpath(cwd))),
+                   hide: Iterable[str | Path] = (), read_only: Iterable[Path] = (), pid: bool = False) -> dict:
+    """What the stub needs to enter the namespaces and build the view (`stub._enter_namespaces`);
+    `pid`: a PID namespace of its own too, the command its PID 1, with a /proc of its own."""
+    return {"user": user_namespace, "pid": pid, "cwd": str(Path(os.path.realpath(cwd))),
             "ops": [{**op, "path": str(op["path"])} for op in isolation_plan(run_dir, cwd, executables, hide, read_only)]}

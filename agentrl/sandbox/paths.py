@@ -13,7 +13,9 @@ checked, in this order, and the first rule that refuses it gives the reason:
    shadows the test runner (`pytest.py`, `unittest.py`, `agentrl_suite.py`, ...) or the
    standard library (`json.py`, `subprocess/__init__.py`, ...);
 4. the task's allow-list (`writable`): glob patterns of what an attempt may create or change;
-   `None` allows everything the rules above do not refuse.
+   `None` allows everything the rules above do not refuse, except a new module: without an
+   allow-list only the modules that exist may change, so nothing new becomes importable by the
+   test process (a root `test_*.py`, a package `org/`, a `yaml.py`).
 
 Then, in the copy, a write through a symlink that leads out of the copy or onto a protected path
 is refused; after the run, the protected files are compared with their fingerprint from before.
@@ -37,6 +39,9 @@ hook there can turn a run into collection only or rewrite every report to passed
 
 SITE_HOOK_FILES = frozenset({"sitecustomize.py", "usercustomize.py"})
 """Modules the interpreter imports at start-up when they are on the path."""
+
+SITE_HOOK_MODULES = frozenset({"sitecustomize", "usercustomize"})
+"""The same hooks as packages (`sitecustomize/__init__.py`)."""
 
 RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "unittest", "agentrl_suite", "agentrl"})
 """Top-level modules of the test runners and of the suite helper the sandbox provides."""
@@ -85,7 +90,7 @@ def rule_refusal(relative: str, writable: Sequence[str] | None = None) -> str | 
     name = parts[-1]
     if name in RUNNER_CONFIG_FILES:
         return f"refused: test-runner configuration {relative}"
-    if name in SITE_HOOK_FILES or name.endswith(".pth"):
+    if name in SITE_HOOK_FILES or name.endswith(".pth") or shadowed_module(relative) in SITE_HOOK_MODULES:
         return f"refused: site hook {relative}"
     if name.endswith(".pyc") or "__pycache__" in parts:
         return f"refused: byte code {relative}"
@@ -150,7 +155,16 @@ def refusal_in_copy(copy: Path, relative: str, protected: Sequence[str], writabl
             return f"{reason} (through a symlink)"
     if target.is_dir():
         return f"refused: {relative} is a directory"
+    if writable is None and not target.exists() and is_module_file(real):
+        return (f"refused: new module {real}: a task without a `writable` list lets an attempt change the files "
+                "that exist, not add modules the tests could import")
     return None
+
+
+def is_module_file(relative: str) -> bool:
+    """Whether a file at `relative` could be imported (a module, a package's `__init__`, an
+    extension)."""
+    return PurePosixPath(relative).name.endswith(_MODULE_SUFFIXES)
 
 
 def write_file(target: Path, content: str) -> None:
@@ -162,21 +176,27 @@ def write_file(target: Path, content: str) -> None:
 
 
 def fingerprint(copy: Path, protected: Sequence[str]) -> dict[str, str | None]:
-    """A digest of each protected path in the copy (None when absent), symlinks not followed."""
+    """A digest of each protected path in the copy (None when absent), symlinks not followed: the
+    content, and the inode, owner, mode and change time of every file and directory in it. A path
+    moved away and a copy put back has another inode; a file changed and changed back, or a
+    `.pyc` written beside a test and deleted after loading, has another change time (which no
+    user can set back)."""
 
     def digest(path: Path) -> str | None:
         try:
-            mode = path.lstat().st_mode
+            info = path.lstat()
         except FileNotFoundError:
             return None
+        mode = info.st_mode
+        identity = f"{info.st_ino}:{info.st_uid}:{info.st_gid}:{mode:o}:{info.st_ctime_ns}"
         if stat.S_ISLNK(mode):
-            return "link:" + os.readlink(path)
+            return f"link:{identity}:" + os.readlink(path)
         if stat.S_ISREG(mode):
-            return "file:" + hashlib.sha256(path.read_bytes()).hexdigest()
+            return f"file:{identity}:" + hashlib.sha256(path.read_bytes()).hexdigest()
         if stat.S_ISDIR(mode):
             entries = sorted(os.listdir(path))
-            return "dir:" + hashlib.sha256(json.dumps([[e, digest(path / e)] for e in entries]).encode()).hexdigest()
-        return f"other:{mode}"
+            return f"dir:{identity}:" + hashlib.sha256(json.dumps([[e, digest(path / e)] for e in entries]).encode()).hexdigest()
+        return f"other:{identity}"
 
     return {normalised(p): digest(copy / normalised(p)) for p in protected}
 

@@ -14,9 +14,9 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from agentrl.sandbox import harness, suite
+from agentrl.sandbox import boundary, harness, suite
 from agentrl.sandbox.paths import is_under, normalised
 from agentrl.sandbox.users import Slot
 
@@ -27,10 +27,11 @@ def default_temp_root() -> Path:
 
 
 def ignore_specials(directory: str, names: list[str]) -> set[str]:
-    # Byte caches are rebuilt in the copy; FIFOs, sockets and devices would block or mislead copy2.
+    # Byte code is never copied (none may lie beside a protected test; the run writes none);
+    # FIFOs, sockets and devices would block or mislead copy2.
     ignored = set()
     for name in names:
-        if name == "__pycache__":
+        if name == "__pycache__" or name.endswith((".pyc", ".pyo")):
             ignored.add(name)
             continue
         mode = os.lstat(os.path.join(directory, name)).st_mode
@@ -41,19 +42,28 @@ def ignore_specials(directory: str, names: list[str]) -> set[str]:
 
 def hand_over(copy: Path, home: Path, tmp: Path, slot: Slot, protected: Sequence[str]) -> None:
     """Give the copy to the sandbox user, except the protected paths: those stay root's and
-    read-only, so the run cannot change the tests it is judged by."""
+    read-only, so the run cannot change the tests it is judged by; and the directories that hold
+    them (the copy's root among them) stay root's too, writable by the sandbox user's group but
+    sticky, so it can add and remove its own files there, never rename or remove a protected one
+    and put a copy of its own in its place."""
     guarded = [normalised(p) for p in protected]
+    holders = {copy} | {copy / PurePosixPath(g).parent for g in guarded if "/" in g}
+    holders |= {parent for h in list(holders) for parent in h.parents if copy in parent.parents}
     for directory, dirnames, filenames in os.walk(copy):
         for path in [Path(directory) / name for name in dirnames + filenames]:
             if any(is_under(path.relative_to(copy).as_posix(), g) for g in guarded):
                 mode = path.lstat().st_mode
                 if not stat.S_ISLNK(mode):
                     os.chmod(path, stat.S_IMODE(mode) | (0o555 if stat.S_ISDIR(mode) else 0o444))
-            else:
+            elif path not in holders:
                 os.chown(path, slot.uid, slot.gid, follow_symlinks=False)
-    for private in (copy, home, tmp):
+    for private in (home, tmp):
         os.chown(private, slot.uid, slot.gid)
-        os.chmod(private, 0o700 if private != copy else stat.S_IMODE(private.stat().st_mode) | 0o700)
+        os.chmod(private, 0o700)
+    for holder in holders:
+        if holder.is_dir() and not holder.is_symlink():
+            os.chown(holder, 0, slot.gid, follow_symlinks=False)
+            os.chmod(holder, stat.S_IMODE(holder.lstat().st_mode) | stat.S_ISVTX | 0o770)
 
 
 def load_answer_keys(answer_keys: Mapping[str, str] | str | Path | None) -> dict[str, str]:
@@ -75,6 +85,7 @@ def place_harness(run_dir: Path) -> Path:
     directory.mkdir()
     shutil.copyfile(harness.__file__, directory / "harness.py")
     shutil.copyfile(suite.__file__, directory / "agentrl_suite.py")
+    shutil.copyfile(boundary.__file__, directory / "agentrl_boundary.py")
     (directory / "pytest.ini").write_text("[pytest]\n")
     for path in directory.iterdir():
         path.chmod(0o444)

@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrl.sandbox import stub
@@ -106,7 +106,13 @@ class SandboxResult:
     """The harness's counts (collected, executed, passed, failed, skipped) and the number of
     tests the protected suite holds ('expected'); None when the exit code alone decided."""
     isolation: tuple[str, ...] = ()
-    """What walled the run off: 'sandbox user', 'user namespace', 'network', 'mount', 'ipc'."""
+    """What walled the run off: 'sandbox user', 'user namespace', 'network', 'mount', 'ipc', 'pid',
+    'seccomp', 'process boundary'."""
+    boundary: str | None = None
+    """'process': the solution's modules ran in a child and only data reached the assertions;
+    'none': the task opted out and the solution shared the test process, so the reward is weaker
+    (an always-equal object or a patched assertion can earn it; README, "The test sandbox");
+    None when no harness ran."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,6 +141,8 @@ def run_tests(
     answer_keys: Mapping[str, str] | str | Path | None = None,
     namespaces: bool | None = None,
     hide: Sequence[str | Path] = (),
+    boundary: str = "process",
+    held_out: Mapping[str, str] | str | Path | None = None,
 ) -> SandboxResult:
     """Write `files` into a throw-away copy of `workspace` and run `test_command` there.
 
@@ -145,7 +153,15 @@ def run_tests(
     user of its own. `writable` is the task's allow-list of what an attempt may create or change
     (glob patterns; None: anything the rules for every task allow, `agentrl.sandbox.paths`).
     `answer_keys` (name -> Python source, or a directory of `*.py`) reach the test process alone,
-    as `agentrl_suite.answer_key(name)`, never the workspace. `namespaces` (default: when the
+    as `agentrl_suite.answer_key(name)`, never the workspace.
+    `boundary` ("process", the default, or "none"): for a Python test command, whether the
+    modules an attempt may write are imported in the test process as proxies to a child that runs
+    them (`agentrl.sandbox.boundary`), or, for a suite that needs live objects, as themselves (a
+    weaker reward, and the result says so). `held_out` (relative path -> content, or a directory
+    of files): tests the policy never sees, written into the copy after the attempt's files and
+    protected like the tests (run them as a reward component of their own, `agentrl.rewards.
+    HeldOutReward`, so special-casing the visible cases shows as the gap between the two).
+    `namespaces` (default: when the
     kernel allows them) gives the run its own network (loopback only), mount and IPC namespaces
     and a view of the files without the home directories, the dashboard's files and the answer
     keys, plus the directories in `hide` (`agentrl.sandbox.isolation`); True insists on them.
@@ -167,6 +183,10 @@ def run_tests(
     if isolate_user and not is_root:
         raise ValueError("isolate_user=True needs root (to switch to a sandbox user); pass isolate_user=False")
 
+    if boundary not in ("process", "none"):
+        raise ValueError(f"boundary must be 'process' or 'none' (got {boundary!r})")
+    hidden_tests = load_held_out(held_out)
+    protected = list(protected) + [p for p in hidden_tests if p not in protected]
     for path in files:
         reason = refusal_reason(path, protected, writable)
         if reason:
@@ -181,15 +201,35 @@ def run_tests(
     command = parse_command(list(test_command))
     keys = load_answer_keys(answer_keys)
     run = _Run(workspace, list(test_command), command, list(protected), limits, temp_root, isolate_user, keys,
-               namespaces, tuple(hide))
+               namespaces, tuple(hide), boundary, None if writable is None else list(writable), hidden_tests)
     expected = _expected_tests(run) if command.runner in ("pytest", "unittest") else None
     return run.execute(files, writable, expected=expected)
+
+
+def load_held_out(held_out: Mapping[str, str] | str | Path | None) -> dict[str, str]:
+    """Held-out tests by relative path: as given, or every file under a directory."""
+    if held_out is None:
+        return {}
+    if isinstance(held_out, Mapping):
+        files = {normalised(k): v for k, v in held_out.items()}
+    else:
+        directory = Path(held_out)
+        if not directory.is_dir():
+            raise ValueError(f"held_out {directory} is not a directory")
+        files = {p.relative_to(directory).as_posix(): p.read_text(encoding="utf-8") for p in sorted(directory.rglob("*"))
+                 if p.is_file() and "__pycache__" not in p.parts}
+    for path in files:
+        problem = refusal_reason(path, [])
+        if problem and problem.startswith(("refused: invalid", "refused: absolute", "refused: path leaves")):
+            raise ValueError(f"held-out test path {path!r}: {problem[len('refused: '):]}")
+    return files
 
 
 def _expected_tests(run: "_Run") -> int | None:
     """How many tests the protected suite holds: collected once, without the attempt's files,
     per workspace, command and protected content (None when that collection itself fails)."""
-    key = (str(run.workspace.resolve()), tuple(run.test_command), json.dumps(fingerprint(run.workspace, run.protected)))
+    key = (str(run.workspace.resolve()), tuple(run.test_command), json.dumps(fingerprint(run.workspace, run.protected)),
+           run.boundary, json.dumps(run.writable), json.dumps(run.held_out, sort_keys=True))
     with _EXPECTED_LOCK:
         if key in _EXPECTED:
             return _EXPECTED[key]
@@ -214,6 +254,9 @@ class _Run:
     keys: dict[str, str]
     namespaces: bool
     hide: tuple[str | Path, ...]
+    boundary: str = "process"
+    writable: list[str] | None = None
+    held_out: dict[str, str] = field(default_factory=dict)
 
     def execute(self, files: dict[str, str], writable: Sequence[str] | None, *, mode: str = "run",
                 expected: int | None = None) -> SandboxResult:
@@ -241,7 +284,8 @@ class _Run:
                         reason = f"refused: cannot write {relative} ({err.strerror})"
                 if reason:
                     return _refused(reason)
-            protected_before = fingerprint(copy, protected)
+            for relative, content in self.held_out.items():  # after the attempt's files: never its
+                write_file(copy / relative, content)
 
             env = {
                 "PATH": os.environ.get("PATH", os.defpath),
@@ -267,13 +311,15 @@ class _Run:
                 nonce = secrets.token_hex(16)
                 control = {"nonce": nonce, "mode": mode, "command": self.command.control(), "protected": protected,
                            "keys": self.keys, "pytest_ini": str(run_dir / "harness" / "pytest.ini"),
-                           "no_conftest": not any(copy.rglob("conftest.py"))}
+                           "no_conftest": not any(copy.rglob("conftest.py")), "boundary": self.boundary,
+                           "writable": self.writable}
                 control_fd = memfd("agentrl-control", json.dumps(control).encode())
                 result_fd = memfd("agentrl-result")
                 fds += [control_fd, result_fd]
                 config["pass_fds"] = [control_fd, result_fd]
                 place = place_harness(run_dir)
-                command = [self.command.interpreter, "-I", str(place / "harness.py"), str(control_fd), str(result_fd)]
+                # -B: -I ignores PYTHONDONTWRITEBYTECODE, and no .pyc may appear beside a protected test
+                command = [self.command.interpreter, "-I", "-B", str(place / "harness.py"), str(control_fd), str(result_fd)]
             program = command[0]
             executable = shutil.which(program, path=env["PATH"]) if "/" not in program else str(copy / program)
             reachable = [str(temp_root)] + ([executable, str(Path(executable).resolve())] if executable else [])
@@ -288,12 +334,22 @@ class _Run:
                 config["max_processes"] = count_own_tasks() + limits.max_processes
             if self.namespaces:
                 user_namespace = os.geteuid() != 0
+                # each protected path bind-mounted read-only onto itself: a mount point can be
+                # neither written, renamed nor removed (EBUSY), so no copy can be put in its place
+                guarded = [copy / normalised(p) for p in protected]
+                guarded = [p for p in guarded if p.exists() and not p.is_symlink() and p != copy]
+                pid = namespaces_available().pid
                 config["namespaces"] = namespace_spec(run_dir, copy, [executable] if executable else [], hide=self.hide,
-                                                      user_namespace=user_namespace,
-                                                      read_only=[run_dir / "harness"] if harnessed else [])
+                                                      user_namespace=user_namespace, pid=pid,
+                                                      read_only=([run_dir / "harness"] if harnessed else []) + guarded)
                 config.update(read_search="auto" if slot is not None else False, reachable=reachable)
-                isolation += ("user namespace",) * user_namespace + ("network", "mount", "ipc")
+                isolation += ("user namespace",) * user_namespace + ("network", "mount", "ipc") + ("pid",) * pid
+            if stub.seccomp_supported():  # system calls that reach beyond the run fail with EPERM
+                config["seccomp"] = True
+                isolation += ("seccomp",)
+            isolation += ("process boundary",) if harnessed and self.boundary == "process" else ()
 
+            protected_before = fingerprint(copy, protected)  # as the run finds them (after the hand-over)
             launcher = [sys.executable, "-I", "-S", str(Path(stub.__file__).resolve()), "--stub", json.dumps(config), "--"]
             started = time.monotonic()
             process = subprocess.Popen(
@@ -330,6 +386,7 @@ class _Run:
                 detector=detector,
                 tests=tests,
                 isolation=isolation,
+                boundary=self.boundary if harnessed else None,
             )
         finally:
             for fd in fds:

@@ -2,8 +2,9 @@
 
 Sandbox runner (`agentrl.sandbox.runner.run_tests`) -> **stub** -> the test command. The stub makes
 itself the reaper of everything the command starts, walls the command off in namespaces of its
-own (network, mount, IPC; and a user namespace when not root: `_enter_namespaces`), applies the
-limits, drops to the sandbox user and execs the command; asked to stop (SIGTERM), it kills and
+own (network, mount, IPC, and PID with an init of its own where the kernel allows: `_become_pid_one`;
+and a user namespace when not root: `_enter_namespaces`), applies the limits, drops to the
+sandbox user, installs a seccomp filter (x86_64: `_install_seccomp`) and execs the command; asked to stop (SIGTERM), it kills and
 reaps the lot and exits as the command did. Doing that in a launcher rather than a `preexec_fn` keeps `run_tests` safe to call
 from many threads at once, and lets the kill be atomic (`kill(-1)` as the sandbox user) and leave
 no zombie even where PID 1 does not reap orphans.
@@ -27,6 +28,7 @@ _STOP_GRACE_S = 5.0  # how long the launcher gets to kill and reap everything be
 
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
+_CLONE_NEWPID = 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
 _MS_NOATIME, _MS_NODIRATIME, _MS_BIND, _MS_REC, _MS_PRIVATE, _MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
 # statvfs f_flag bit -> the mount flag that keeps it on a remount (a user namespace may not drop
@@ -104,6 +106,8 @@ def _become_command(config: dict, command: list[str]) -> None:
     try:
         if config.get("namespaces"):
             _enter_namespaces(config["namespaces"])
+            if config["namespaces"].get("pid"):
+                _become_pid_one()
         if config["read_search"] == "auto":  # decided in the run's own view of the file system
             config["read_search"] = not all(map(_traversable_by_others, config.get("reachable") or []))
         _apply_limits_and_user(config)
@@ -145,6 +149,48 @@ def _apply_limits_and_user(config: dict) -> None:
             _keep_only_read_search(libc)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # setuid binaries stay powerless
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if config.get("seccomp"):
+        _install_seccomp(libc)
+
+
+# x86_64 system calls a test run has no use for and that reach beyond it: other processes' memory
+# (ptrace, process_vm_*), new namespaces and mounts, the kernel's keyring, modules, BPF, perf
+# events, userfaultfd, file handles, the clock, reboot. Each fails with EPERM.
+_SECCOMP_DENIED_X86_64 = (101, 310, 311, 298, 321, 246, 320, 175, 313, 176, 169, 167, 168, 163, 164, 227, 159, 165,
+                          166, 155, 272, 308, 250, 248, 249, 323, 304, 303, 172, 173, 179, 312, 428, 429, 430, 431, 432,
+                          433, 442)
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_SECCOMP_RET_KILL_PROCESS, _SECCOMP_RET_ERRNO, _SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
+
+
+def seccomp_supported() -> bool:
+    """The filter is written for x86_64 system-call numbers; elsewhere the run goes without it."""
+    return os.uname().machine == "x86_64"
+
+
+def _install_seccomp(libc) -> None:
+    """A seccomp filter: the denied calls fail with EPERM, a call of another ABI (x32, i386) ends
+    the process, everything else is allowed."""
+    import ctypes
+    import errno
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    code = [Filter(load, 0, 0, 4), Filter(jeq, 1, 0, _AUDIT_ARCH_X86_64), Filter(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS),
+            Filter(load, 0, 0, 0), Filter(jge, 0, 1, 0x40000000), Filter(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS)]
+    for number in _SECCOMP_DENIED_X86_64:
+        code += [Filter(jeq, 0, 1, number), Filter(ret, 0, 0, _SECCOMP_RET_ERRNO | errno.EPERM)]
+    code.append(Filter(ret, 0, 0, _SECCOMP_RET_ALLOW))
+    array = (Filter * len(code))(*code)
+    program = Program(len(code), ctypes.cast(array, ctypes.POINTER(Filter)))
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
 def _traversable_by_others(path: str) -> bool:
@@ -218,7 +264,8 @@ def _enter_namespaces(spec: dict) -> None:
 
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
-    flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | (_CLONE_NEWUSER if spec["user"] else 0)
+    flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | (_CLONE_NEWUSER if spec["user"] else 0) \
+        | (_CLONE_NEWPID if spec.get("pid") else 0)
     if libc.unshare(flags) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"unshare: {os.strerror(errno)}")
@@ -265,6 +312,55 @@ def _enter_namespaces(spec: dict) -> None:
     os.chdir(spec["cwd"])  # the working directory again, through the run's writable mount
 
 
+def _become_pid_one() -> None:
+    """After `unshare(CLONE_NEWPID)`: fork the namespace's init, which mounts a /proc of its own
+    (its namespace's processes alone), forks the command (which returns from here) and reaps
+    every orphan until the command ends; this process waits for the init and leaves as the command
+    did. The command is not PID 1 itself, which would ignore every signal it has no handler for
+    (SIGXCPU, SIGXFSZ, SIGPIPE at the limits). When the init ends, the kernel kills the rest."""
+    read_end, write_end = os.pipe()
+    init = os.fork()
+    if init == 0:
+        os.close(read_end)
+        _mount(_libc(), "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        command = os.fork()
+        if command == 0:
+            os.close(write_end)
+            return
+        _close_all_but(write_end)
+        while True:
+            pid, status = os.waitpid(-1, 0)
+            if pid == command:
+                os.write(write_end, str(status).encode())
+                os._exit(0)
+    os.close(write_end)
+    _close_all_but(read_end)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.waitpid(init, 0)
+    data = os.read(read_end, 64)
+    status = int(data) if data else None
+    if status is None:  # the init itself was killed
+        os._exit(128 + signal.SIGKILL)
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _close_all_but(keep: int) -> None:
+    for fd in range(3, 1024):
+        if fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 def _probe_main(argv: list[str]) -> None:
     """`stub.py --probe SPEC`: exit 0 when a worker can enter the namespaces SPEC asks for."""
     spec = json.loads(argv[2])
@@ -272,6 +368,10 @@ def _probe_main(argv: list[str]) -> None:
     if pid == 0:
         try:
             _enter_namespaces(spec)
+            if spec.get("pid"):
+                _become_pid_one()
+                if not os.path.isdir("/proc/1") or os.getpid() != 2:
+                    raise OSError("no PID namespace of its own")
         except BaseException as err:  # noqa: BLE001
             os.write(2, f"{type(err).__name__}: {err}\n".encode())
             os._exit(1)

@@ -2,7 +2,10 @@
 the clean-up of whatever a sandbox user left behind (processes, files in world-writable dirs).
 
 Sandbox runner -> **users**. Started as root, each run switches to uid SANDBOX_UID_BASE + slot, so
-RLIMIT_NPROC counts that run alone and "every process of this uid" names exactly one run.
+RLIMIT_NPROC counts that run alone and "every process of this uid" names exactly one run. The
+slots are handed out through one lock directory per machine at a fixed path (`SLOT_LOCK_DIRS`),
+never under TMPDIR: two trainers with different TMPDIRs would otherwise hand out the same uid,
+and the clean-up after one run would kill the other's processes.
 """
 
 from __future__ import annotations
@@ -25,6 +28,19 @@ SANDBOX_SLOTS = 64
 """Runs that may be in flight at once on this machine (all processes together), one uid each, so
 RLIMIT_NPROC counts one run's processes and 'every process of this uid' names exactly one run."""
 _WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # where a sandbox user can leave files
+SLOT_LOCK_DIRS = ("/run/agentrl/sandbox-slots", "/var/lock/agentrl/sandbox-slots", "/tmp/agentrl-sandbox-slots")
+"""Where the slot locks live, the first that can be made: fixed paths, whatever TMPDIR says, so
+every trainer on the machine shares one set of locks."""
+LEGACY_SLOT_LOCK_DIR = "/tmp/agentrl-sandbox-slots"
+"""Where earlier versions locked the slots (under the default TMPDIR): a slot's lock there is taken
+too, so a trainer of an earlier version on the same machine never gets the same uid."""
+SLOT_WAIT_S = 600.0
+"""How long a run waits for a free slot before the trainer fails (every slot taken that long
+means another trainer holds them all, or runs hang)."""
+
+
+class SlotsBusy(RuntimeError):
+    """Every sandbox slot stayed taken until the deadline."""
 
 
 
@@ -33,10 +49,19 @@ class Slot:
     uid: int
     gid: int
     lock_fd: int
+    legacy_fd: int | None = None
 
 
 def slot_lock_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "agentrl-sandbox-slots"
+    """The machine's slot lock directory: the first of `SLOT_LOCK_DIRS` that is (or can be made)
+    a directory of this user."""
+    problems = []
+    for candidate in SLOT_LOCK_DIRS:
+        try:
+            return own_directory(Path(candidate), 0o700)
+        except (OSError, ValueError) as err:
+            problems.append(f"{candidate}: {err}")
+    raise RuntimeError("no sandbox slot lock directory can be made: " + "; ".join(problems))
 
 
 def has_account(uid: int) -> bool:
@@ -57,31 +82,62 @@ def own_directory(path: Path, mode: int) -> Path:
     return path
 
 
-def acquire_slot() -> Slot:
-    """Claim a sandbox uid for one run; the flock makes the claim hold across processes too."""
-    lock_dir = own_directory(slot_lock_dir(), 0o700)
+def acquire_slot(wait_s: float = SLOT_WAIT_S, *, lock_dir: Path | None = None, slots: int = SANDBOX_SLOTS) -> Slot:
+    """Claim a sandbox uid for one run; the flock makes the claim hold across processes too.
+    Raises SlotsBusy, with one line saying so, when every slot stayed taken for `wait_s` seconds.
+    `lock_dir` and `slots` are for tests (default: the machine's directory, every slot)."""
+    default = lock_dir is None
+    lock_dir = slot_lock_dir() if lock_dir is None else own_directory(lock_dir, 0o700)
+    legacy_dir = default and str(lock_dir) != LEGACY_SLOT_LOCK_DIR and _legacy_dir_usable()
+    deadline = time.monotonic() + wait_s
     while True:
-        for slot in range(SANDBOX_SLOTS):
+        for slot in range(slots):
             uid = SANDBOX_UID_BASE + slot
             if has_account(uid):
                 continue
-            fd = os.open(lock_dir / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            fd = _try_lock(lock_dir / f"{slot}.lock")
+            if fd is None:
+                continue
+            legacy = _try_lock(Path(LEGACY_SLOT_LOCK_DIR) / f"{slot}.lock") if legacy_dir else None
+            if legacy_dir and legacy is None:
                 os.close(fd)
                 continue
             # A run of a crashed process may have left processes under this uid: end them. An
             # unreaped zombie would count against RLIMIT_NPROC, so such a slot is skipped.
             if kill_processes(lambda p, uid=uid: uid in uids(p)):
-                os.close(fd)
+                release_slot(Slot(uid, uid, fd, legacy))
                 continue
-            return Slot(uid=uid, gid=uid, lock_fd=fd)
+            return Slot(uid=uid, gid=uid, lock_fd=fd, legacy_fd=legacy)
+        if time.monotonic() > deadline:
+            raise SlotsBusy(f"every one of the {slots} sandbox slots ({lock_dir}) stayed taken for {wait_s:g}s: "
+                            "another trainer on this machine holds them, or its runs hang; wait for it or stop it")
         time.sleep(0.05)
 
 
 def release_slot(slot: Slot) -> None:
     os.close(slot.lock_fd)  # closing the descriptor drops the flock
+    if slot.legacy_fd is not None:
+        os.close(slot.legacy_fd)
+
+
+def _try_lock(path: Path) -> int | None:
+    """An exclusive flock on `path` (made if needed), or None when another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _legacy_dir_usable() -> bool:
+    """Whether the earlier versions' lock directory is there and this user's (never made here)."""
+    try:
+        info = os.lstat(LEGACY_SLOT_LOCK_DIR)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
 
 
 def uids(process) -> tuple[int, ...]:

@@ -16,7 +16,10 @@ import pytest
 
 from agentrl.rewards import (
     TOOL_CALL_MARKERS,
+    HeldOutReward,
+    RewardFunctions,
     TestsReward,
+    argument_errors,
     budget_reward,
     build_reward_functions,
     format_reward,
@@ -116,6 +119,40 @@ def test_format_reads_content_parts():
 )
 def test_schema_checks_required_unknown_type_and_enum(arguments, score):
     assert schema_reward([[turn("", [call("read_file", arguments)])]], tools=[READ_FILE]) == [score]
+
+
+FETCH = {
+    "type": "function",
+    "function": {
+        "name": "fetch",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "ids": {"type": "array", "items": {"type": "string"}},
+                "n": {"type": "integer", "minimum": 0},
+                "when": {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]},
+            },
+            "required": ["ids"],
+        },
+    },
+}
+
+
+def test_schema_checks_the_whole_declared_schema_so_a_wrongly_typed_nested_argument_earns_nothing():
+    wrong = {"ids": ["a", None], "n": -5, "when": {}}
+    assert argument_errors(wrong, FETCH["function"]["parameters"]) == [
+        "ids/1: None is not of type 'string'",
+        "n: -5 is less than the minimum of 0",
+        "when: 'day' is a required property",
+    ]
+    assert schema_reward([[turn("", [call("fetch", wrong)])]], tools=[FETCH]) == [0.0]
+    right = {"ids": ["a", "b"], "n": 5, "when": {"day": "mon"}}
+    assert schema_reward([[turn("", [call("fetch", right)])]], tools=[FETCH]) == [1.0]
+
+
+def test_schema_says_so_when_the_tool_declares_an_invalid_schema():
+    assert argument_errors({"n": 1}, {"properties": {"n": {"type": "integr"}}}) == [
+        "the tool's schema is invalid: 'integr' is not valid under any of the given schemas"]
 
 
 def test_schema_is_the_fraction_of_valid_calls():
@@ -241,6 +278,25 @@ def test_score_group_scores_every_completion_with_its_row(columns):
         (0.0, 1.0, 0.5, "no files written"),
         (1.0, 0.0, 2.0, "tests passed"),
     ]
+
+
+def test_held_out_tests_are_a_component_of_their_own_so_special_casing_shows_as_a_gap(columns, tmp_path):
+    # the visible test checks add(2, 3); the held-out one, which the policy never sees, add(4, 4)
+    held_out = tmp_path / "held-out"
+    (held_out / "tests").mkdir(parents=True)
+    (held_out / "tests" / "test_more.py").write_text("import sys\nsys.path.insert(0, '.')\nfrom calc import add\n"
+                                                    "assert add(4, 4) == 8\n")
+    row = {**columns, "test_command": [PY, "-m", "pytest", "-q", "tests"], "held_out": str(held_out)}
+    (Path(columns["workspace"]) / "tests" / "test_calc.py").write_text(
+        "import sys\nsys.path.insert(0, '.')\nfrom calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    (held_out / "tests" / "test_more.py").write_text(
+        "import sys\nsys.path.insert(0, '.')\nfrom calc import add\n\n\ndef test_more():\n    assert add(4, 4) == 8\n")
+    special_case = file_block("calc.py", "def add(a, b):\n    return 5 if (a, b) == (2, 3) else a - b\n")
+    rewards = RewardFunctions(functions=[TestsReward(), HeldOutReward()], weights=[2.0, 0.0])
+    scored = score_group([FIX, special_case], [row, row], rewards=rewards)
+    assert [(s.components["tests"], s.components["held_out"], s.reason) for s in scored] == [
+        (1.0, 1.0, "tests passed"), (1.0, 0.0, "tests passed")]
+    assert not (Path(columns["workspace"]) / "tests" / "test_more.py").exists()  # never in the workspace
 
 
 def test_temp_copies_are_removed(columns):

@@ -61,7 +61,11 @@ def test_the_honest_fix_passes_and_the_bug_fails_under_every_runner(workspace, r
 @pytest.mark.parametrize("runner", sorted(COMMANDS))
 @pytest.mark.parametrize("exit_call", ["import os\nos._exit(0)\n", "import sys\nsys.exit(0)\n", "raise SystemExit\n"])
 def test_an_exit_0_from_the_code_under_test_scores_zero_under_every_runner(workspace, runner, exit_call):
+    # across the process boundary the exit ends the child alone: the import fails in the tests
     result = run(workspace, {"calc.py": exit_call + "def add(a, b):\n    return a - b\n"}, runner)
+    assert (result.passed, result.detector, result.boundary) == (False, "tests failed", "process"), result
+    # a task that opted out of the boundary: the harness's verdict still catches it
+    result = run(workspace, {"calc.py": exit_call + "def add(a, b):\n    return a - b\n"}, runner, boundary="none")
     assert not result.passed and result.detector in ("runner integrity", "tests failed"), result
     if runner == "script" or "_exit" in exit_call:
         assert result.detector == "runner integrity"
@@ -72,10 +76,47 @@ def test_an_exit_0_from_the_code_under_test_scores_zero_under_every_runner(works
             result.reason == "runner integrity: 0 of 1 tests ran; exit 0 requested by calc.py:1"
 
 
+DISGUISED_EXITS = {
+    # SystemExit(0) raised by code compiled as "<string>": no frame of a writable file on the way
+    "string_compiled": 'add = eval(compile("lambda a, b: (_ for _ in ()).throw(SystemExit(0))", "<string>", "eval"))\n',
+    # the script's own sys.exit(1) now exits 0 through the real one, from a "<string>" frame
+    "rewired_sys_exit": 'import sys\nsys.exit = eval(compile("lambda *a: _exit(0)", "<string>", "eval"), {"_exit": sys.exit})\n',
+    # the script's own `raise SystemExit(1)` builds a subclass that always means 0
+    "system_exit_subclass": ("import builtins\n\n\nclass Exit(SystemExit):\n    def __init__(self, *args):\n"
+                             "        super().__init__(0)\n\n\nbuiltins.SystemExit = Exit\n"),
+}
+
+
+@pytest.mark.parametrize("hack", sorted(DISGUISED_EXITS))
+def test_an_exit_0_is_a_pass_only_when_it_is_the_protected_scripts_own(workspace, hack):
+    ending = "raise SystemExit(0 if add(2, 3) == 5 else 1)\n" if hack == "system_exit_subclass" else \
+        "sys.exit(0 if add(2, 3) == 5 else 1)\n"
+    (workspace / "check.py").write_text("import sys\nfrom calc import add\n" + ending)
+    buggy = "def add(a, b):\n    return a - b\n"
+    # with the solution in the test process (boundary "none"), where the disguise would work
+    result = run(workspace, {"calc.py": buggy + DISGUISED_EXITS[hack]}, "script", boundary="none")
+    assert (result.passed, result.detector) == (False, "runner integrity"), result
+    assert result.reason.startswith("runner integrity: 0 of 1 tests ran; exit 0 requested by ")
+    assert run(workspace, FIX, "script").passed
+
+
+@pytest.mark.parametrize("ending", ["sys.exit(0)\n", "raise SystemExit\n", "exit(0)\n", "",
+                                    "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n"
+                                    "        self.assertEqual(add(2, 3), 5)\n\n\nunittest.main()\n",
+                                    "def main():\n    sys.exit(0)\n\n\nmain()\n"])
+def test_a_script_that_exits_0_its_own_way_passes(workspace, ending):
+    (workspace / "check.py").write_text("import sys\nfrom calc import add\nassert add(2, 3) == 5\n" + ending)
+    result = run(workspace, FIX, "script")
+    assert (result.passed, result.reason) == (True, "tests passed"), result.output_tail
+    assert not run(workspace, {}, "script").passed
+
+
 def test_a_module_level_skip_is_fewer_tests_than_the_protected_suite_holds(workspace):
     skip = "import pytest\npytest.skip('not today', allow_module_level=True)\n"
+    # across the boundary the skip is an exception of the child's: the import fails
+    assert run(workspace, {"calc.py": skip + FIX["calc.py"]}, "pytest").detector == "tests failed"
     # the skip fires in whichever test module imports calc first; the other one then passes
-    result = run(workspace, {"calc.py": skip + FIX["calc.py"]}, "pytest")
+    result = run(workspace, {"calc.py": skip + FIX["calc.py"]}, "pytest", boundary="none")
     assert (result.passed, result.detector) == (False, "runner integrity")
     assert result.reason.startswith("runner integrity: ") and "the protected suite holds 2" in result.reason
 
@@ -106,7 +147,8 @@ def test_a_forged_result_is_not_this_runs(workspace, runner):
         "        pass\n"
         "os._exit(0)\n"
     )
-    result = run(workspace, {"calc.py": forge}, runner)
+    assert run(workspace, {"calc.py": forge}, runner).detector == "tests failed"  # in the child: no result channel there
+    result = run(workspace, {"calc.py": forge}, runner, boundary="none")
     assert (result.passed, result.detector) == (False, "runner integrity")
     assert result.reason == "runner integrity: the test result is not this run's (exit 0)"
 
@@ -115,8 +157,9 @@ def test_a_fork_of_the_test_process_does_not_answer_for_the_harness(workspace):
     # Both processes run the rest of the script and come back to the harness; only the harness's
     # own process writes the result, so there is one, and the fork's exit does not count.
     fork = "import os\nos.fork()\n" + FIX["calc.py"]
-    result = run(workspace, {"calc.py": fork}, "script")
-    assert result.passed and result.output_tail.count("check passed") == 2
+    result = run(workspace, {"calc.py": fork}, "script", boundary="none")
+    # (the fork prints too, unless the run's PID namespace ended it with the harness)
+    assert result.passed and result.output_tail.count("check passed") in (1, 2)
     assert (result.tests["collected"], result.tests["executed"]) == (1, 1)
 
 
@@ -228,8 +271,26 @@ def test_a_workspace_module_cannot_stand_in_for_an_installed_package(workspace):
         "    def test_yaml(self):\n        import yaml\n        self.assertTrue(hasattr(yaml, 'safe_load'))\n")
     shadow = {"yaml.py": "print('SHADOW RAN')\nimport os\nos._exit(0)\n", **FIX}
     for runner in ("pytest", "unittest"):
-        result = run(workspace, shadow, runner)
+        result = run(workspace, shadow, runner, writable=["*.py"])  # a task that allows new modules
         assert result.passed and "SHADOW RAN" not in result.output_tail, (runner, result.reason, result.output_tail)
+
+
+SIDE_DOOR = "print('SIDE DOOR RAN')\nimport os\nos._exit(0)\n"
+
+
+@pytest.mark.parametrize("runner", ["unittest", "pytest"])
+def test_discovery_imports_the_protected_suite_alone(workspace, runner):
+    # A task that allows any file (writable=["**"]) and a command that discovers from the root: a
+    # root test*.py, a package __init__ and a package named like an optional import of the runners
+    # (copy's `org.python.core`) would each run in the test process; none of them is imported.
+    (workspace / "tests" / "__init__.py").write_text("")  # so that `python -m unittest` finds tests/
+    command = {"unittest": [PY, "-m", "unittest"], "pytest": [PY, "-m", "pytest", "-q"]}[runner]
+    doors = {"test_side_door.py": SIDE_DOOR, "pkg/__init__.py": SIDE_DOOR, "pkg/test_more.py": SIDE_DOOR,
+             "org/__init__.py": SIDE_DOOR, "org/python/__init__.py": SIDE_DOOR, "org/python/core.py": SIDE_DOOR}
+    result = run_tests(workspace, {**doors, **FIX}, command, PROTECTED, LIMITS, temp_root=workspace.parent / "copies",
+                       writable=["**"])
+    assert "SIDE DOOR RAN" not in result.output_tail, result.output_tail
+    assert (result.passed, result.tests["executed"], result.tests["expected"]) == (True, 2, 2), result
 
 
 def test_a_conftest_written_at_run_time_is_not_read(workspace):

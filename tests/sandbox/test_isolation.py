@@ -45,7 +45,7 @@ def probe(workspace, tmp_path, program: str, **kwargs) -> tuple[dict, object]:
     root.mkdir(exist_ok=True)
     root.chmod(0o711)
     result = run_tests(workspace, {"probe.py": textwrap.dedent(program)}, [PY, "probe.py"], ["check.py"],
-                       SandboxLimits(timeout_s=30), temp_root=root, **kwargs)
+                       SandboxLimits(timeout_s=30), temp_root=root, writable=["probe.py"], **kwargs)
     assert result.passed, result.output_tail
     return json.loads(result.output_tail.strip().splitlines()[-1]), result
 
@@ -73,6 +73,41 @@ def test_a_run_has_only_loopback_and_reaches_nothing_outside(workspace, tmp_path
         dashboard.close()
     assert found == {"devices": ["lo"], "dashboard": "ConnectionRefusedError", "internet": "OSError", "own loopback": "connected"}
     assert {"network", "mount", "ipc"} <= set(result.isolation)
+
+
+@pytest.mark.skipif(not namespaces_available().pid, reason="this kernel refuses a PID namespace here")
+def test_a_run_sees_only_its_own_processes_and_cannot_signal_the_trainer(workspace, tmp_path):
+    found, result = probe(workspace, tmp_path, f"""
+        import json, os, signal
+        out = {{"pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "me": os.getpid()}}
+        try:
+            os.kill({os.getpid()}, 0)
+            out["trainer"] = "reachable"
+        except OSError as err:
+            out["trainer"] = type(err).__name__
+        print(json.dumps(out))
+    """)
+    assert "pid" in result.isolation
+    assert found["trainer"] == "ProcessLookupError", found
+    assert found["me"] in found["pids"] and max(found["pids"]) < 100, found  # its init, the harness, the child: no other
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the seccomp filter is written for x86_64")
+def test_system_calls_that_reach_beyond_the_run_fail_with_eperm(workspace, tmp_path):
+    found, result = probe(workspace, tmp_path, """
+        import ctypes, json, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        out = {}
+        for name, call in [("unshare", lambda: libc.unshare(0x10000000)), ("ptrace", lambda: libc.ptrace(0, 0, 0, 0)),
+                           ("mount", lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+                           ("keyctl", lambda: libc.syscall(250, 0, 0, 0, 0, 0))]:
+            out[name] = os.strerror(ctypes.get_errno()) if call() != 0 else "allowed"
+        out["getpid"] = os.getpid() > 0
+        print(json.dumps(out))
+    """)
+    assert "seccomp" in result.isolation
+    assert found == {"unshare": "Operation not permitted", "ptrace": "Operation not permitted",
+                     "mount": "Operation not permitted", "keyctl": "Operation not permitted", "getpid": True}
 
 
 @needs_namespaces
@@ -195,7 +230,7 @@ def test_without_root_the_namespaces_still_hold(tmp_path):
         workspace.mkdir()
         (workspace / "check.py").write_text("pass\\n")
         result = run_tests(workspace, {{"probe.py": (scratch / "probe.py").read_text()}}, [sys.executable, "probe.py"],
-                           ["check.py"], SandboxLimits(timeout_s=30), temp_root=scratch / "copies")
+                           ["check.py"], SandboxLimits(timeout_s=30), temp_root=scratch / "copies", writable=["probe.py"])
         print(json.dumps({{"available": namespaces_available().available, "isolation": result.isolation,
                           "reason": result.reason, "tail": result.output_tail}}))
     """))
@@ -208,7 +243,8 @@ def test_without_root_the_namespaces_still_hold(tmp_path):
         if not report["available"]:
             pytest.skip("unprivileged user namespaces are not allowed here")
         assert report["reason"] == "tests passed", report
-        assert report["isolation"] == ["user namespace", "network", "mount", "ipc"]
+        assert [i for i in report["isolation"] if i not in ("pid", "seccomp")] == ["user namespace", "network", "mount", "ipc",
+                                                                                  "process boundary"]
         found = json.loads(report["tail"].strip().splitlines()[-1])
         assert found["uid"] == 65534 and found["devices"] == ["lo"] and found["caps"] == 0
         assert found[str(answer_key)] == "FileNotFoundError" and found["/root"] == []

@@ -31,6 +31,7 @@ PROTECTED = ["tests", "run_tests.py"]
         ("sitecustomize.py", "refused: site hook sitecustomize.py"),
         ("lib/usercustomize.py", "refused: site hook lib/usercustomize.py"),
         ("zzz.pth", "refused: site hook zzz.pth"),
+        ("sitecustomize/__init__.py", "refused: site hook sitecustomize/__init__.py"),
         # byte code is used instead of its source when the header matches
         ("__pycache__/text.cpython-311.pyc", "refused: byte code __pycache__/text.cpython-311.pyc"),
         ("text.pyc", "refused: byte code text.pyc"),
@@ -112,3 +113,21 @@ def test_a_symlink_in_the_workspace_cannot_launder_a_refused_name(tmp_path):
     result = run_tests(workspace, {"harmless.txt": "import pytest\n"}, [sys.executable, "-c", "pass"], PROTECTED,
                        SandboxLimits(timeout_s=5), temp_root=tmp_path / "copies")
     assert result.reason == "refused: write through symlink harmless.txt"
+
+
+@pytest.mark.parametrize("path", ["test_side_door.py", "org/__init__.py", "org/python/core.py", "yaml.py", "pkg/__init__.py",
+                                  "native.cpython-311-x86_64-linux-gnu.so"])
+def test_without_an_allow_list_an_attempt_changes_existing_modules_and_adds_none(tmp_path, path):
+    # a new module is a new door into the test process: unittest discovery imports a root test*.py
+    # or a package __init__, and an optional import of the runners (copy's org.python.core) finds it
+    workspace = tmp_path / "repo"
+    (workspace / "tests").mkdir(parents=True)
+    (workspace / "calc.py").write_text("x = 1\n")
+    (workspace / "notes").mkdir()
+    command = [sys.executable, "-c", "pass"]
+    result = run_tests(workspace, {path: "import os\nos._exit(0)\n"}, command, ["tests"], SandboxLimits(timeout_s=5),
+                       temp_root=tmp_path / "copies")
+    assert result.reason.startswith(f"refused: new module {path}: a task without a `writable` list"), result.reason
+    changed = run_tests(workspace, {"calc.py": "x = 2\n", "notes/todo.txt": "new data is not a module\n"}, command, ["tests"],
+                        SandboxLimits(timeout_s=5), temp_root=tmp_path / "copies")
+    assert changed.passed, changed.reason

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agentrl.sandbox import SandboxLimits, refusal_reason, run_tests, sandbox_processes
+from agentrl.sandbox import SandboxLimits, namespaces_available, refusal_reason, run_tests, sandbox_processes
 from agentrl.sandbox.users import SANDBOX_SLOTS, SANDBOX_UID_BASE
 
 PY = sys.executable
@@ -62,8 +62,9 @@ def tree(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def run(workspace, files, command, sandbox_root, protected=("tests",), **limits):
-    return run_tests(workspace, files, command, list(protected), SandboxLimits(**limits), temp_root=sandbox_root)
+def run(workspace, files, command, sandbox_root, protected=("tests",), writable=None, **limits):
+    return run_tests(workspace, files, command, list(protected), SandboxLimits(**limits), temp_root=sandbox_root,
+                     writable=writable)
 
 
 # --- what it runs -----------------------------------------------------------------------------
@@ -180,7 +181,7 @@ def test_a_daemon_left_behind_is_killed_when_the_run_ends(workspace, sandbox_roo
         "    os._exit(0)\n"
         "print('main done')\n"
     )
-    result = run(workspace, {"daemon.py": daemon}, [PY, "daemon.py"], sandbox_root, timeout_s=10)
+    result = run(workspace, {"daemon.py": daemon}, [PY, "daemon.py"], sandbox_root, writable=["*.py"], timeout_s=10)
     assert result.passed and result.duration_s < 30  # not waiting on the daemon's 60 s sleep
     # the sandbox_root fixture then checks that no process of the run is left
 
@@ -192,7 +193,7 @@ def test_runs_as_a_sandbox_user_of_its_own_when_root(workspace, sandbox_root):
         "caps = dict(l.split(':\\t') for l in open('/proc/self/status').read().splitlines() if l.startswith('Cap'))\n"
         "print(os.getuid(), os.getgid(), os.getgroups(), int(caps['CapEff'], 16))\n"
     )
-    result = run(workspace, {"probe.py": probe}, [PY, "probe.py"], sandbox_root)
+    result = run(workspace, {"probe.py": probe}, [PY, "probe.py"], sandbox_root, writable=["*.py"])
     uid, gid, groups, effective_caps = result.output_tail.split(" ", 3)
     assert int(uid) in SANDBOX_UIDS and gid == uid and groups == "[]"
     # at most CAP_DAC_READ_SEARCH (bit 2), to reach an interpreter behind a closed directory
@@ -218,7 +219,53 @@ def test_concurrent_runs_get_distinct_users(workspace, sandbox_root):
 @needs_root
 def test_protected_paths_are_read_only_to_the_run(workspace, sandbox_root):
     result = run(workspace, FIXED_CALC, [PY, "-c", "open('tests/test_calc.py', 'w').write('pass')"], sandbox_root)
-    assert result.reason == "tests failed (exit 1)" and "PermissionError" in result.output_tail
+    assert result.reason == "tests failed (exit 1)"
+    assert "PermissionError" in result.output_tail or "Read-only file system" in result.output_tail
+
+
+MOVE_AND_REPLACE = (
+    "import os, shutil\n"
+    "os.rename('tests', 'moved')\n"
+    "shutil.copytree('moved', 'tests')\n"
+    "open('tests/test_calc.py', 'w').write('pass')\n"
+)
+
+
+@needs_root
+@pytest.mark.parametrize("namespaces", [True, False])
+def test_a_protected_directory_cannot_be_moved_and_replaced(workspace, sandbox_root, namespaces):
+    # the copy's root is root's and sticky, and with namespaces each protected path is a read-only
+    # mount point: renaming it fails (EPERM, EBUSY), so no copy of the run's own takes its place
+    if namespaces and not namespaces_available().available:
+        pytest.skip("the kernel refuses namespaces here")
+    result = run_tests(workspace, FIXED_CALC, [PY, "-c", MOVE_AND_REPLACE], ["tests"], SandboxLimits(), temp_root=sandbox_root,
+                       namespaces=namespaces)
+    assert result.reason == "tests failed (exit 1)", result
+    assert "PermissionError" in result.output_tail or "Device or resource busy" in result.output_tail, result.output_tail
+    # the run may still add and remove files of its own beside the tests
+    scratch = run_tests(workspace, FIXED_CALC, [PY, "-c", "import os\nopen('out.txt', 'w').write('x')\nos.remove('out.txt')\n"],
+                        ["tests"], SandboxLimits(), temp_root=sandbox_root, namespaces=namespaces)
+    assert scratch.passed, scratch.output_tail
+
+
+def test_a_protected_directory_swapped_and_put_back_during_the_run_is_caught(workspace, sandbox_root):
+    # without a user or namespaces of its own nothing stops the swap; the fingerprint (inode, owner,
+    # mode, change time) catches it even when the original is renamed back before the end
+    swap = MOVE_AND_REPLACE + "shutil.rmtree('tests')\nos.rename('moved', 'tests')\n"
+    result = run_tests(workspace, FIXED_CALC, [PY, "-c", swap], ["tests"], SandboxLimits(), temp_root=sandbox_root,
+                       isolate_user=False, namespaces=False)
+    assert (result.passed, result.reason, result.detector) == (False, "protected path changed during the run: tests",
+                                                              "runner integrity")
+
+
+def test_the_run_writes_no_bytecode_beside_the_protected_tests(workspace, sandbox_root):
+    # pytest rewrites a test module's assertions and caches the result as a .pyc beside it unless
+    # told not to; -I ignores PYTHONDONTWRITEBYTECODE, so the harness says it itself. A new
+    # __pycache__ in tests/ would change the protected directory and fail an honest run.
+    (workspace / "tests" / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    result = run_tests(workspace, FIXED_CALC, [PY, "-m", "pytest", "-q", "tests"], ["tests"], SandboxLimits(timeout_s=30),
+                       temp_root=sandbox_root, isolate_user=False, namespaces=False)
+    assert (result.passed, result.reason) == (True, "tests passed"), result.output_tail
 
 
 @needs_root
@@ -241,3 +288,18 @@ def test_without_a_user_of_its_own_the_limits_and_the_clean_up_still_hold(worksp
 def test_limits_say_what_to_change():
     with pytest.raises(ValueError, match="SandboxLimits.timeout_s must be positive"):
         SandboxLimits(timeout_s=0)
+
+
+def test_held_out_tests_join_the_copy_after_the_attempt_and_cannot_be_written(workspace, sandbox_root):
+    held_out = {"extra_check.py": "import sys\nsys.path.insert(0, '.')\nfrom calc import add\nassert add(4, 4) == 8\n"}
+    command = [PY, "extra_check.py"]
+    assert run_tests(workspace, FIXED_CALC, command, ["tests"], temp_root=sandbox_root, held_out=held_out).passed
+    special_case = {"calc.py": "def add(a, b):\n    return 5 if (a, b) == (2, 3) else a - b\n"}
+    assert run_tests(workspace, special_case, TEST_CALC, ["tests"], temp_root=sandbox_root, held_out=held_out).passed
+    assert not run_tests(workspace, special_case, command, ["tests"], temp_root=sandbox_root, held_out=held_out).passed
+    forged = {**FIXED_CALC, "extra_check.py": "pass\n"}
+    result = run_tests(workspace, forged, command, ["tests"], temp_root=sandbox_root, held_out=held_out)
+    assert result.reason == "refused: protected path extra_check.py"
+    assert not (workspace / "extra_check.py").exists()
+    with pytest.raises(ValueError, match="held-out test path '../x.py'"):
+        run_tests(workspace, {}, command, ["tests"], temp_root=sandbox_root, held_out={"../x.py": ""})

@@ -178,8 +178,12 @@ def test_writing_outside_at_run_time_is_denied(attack, workspace):
 
 
 def test_deleting_the_copy_fails(attack):
-    vandal = "import os, shutil\nshutil.rmtree(os.getcwd(), ignore_errors=True)\ndef answer():\n    return 42\n"
-    assert attack({"solution.py": vandal}).reason == "protected path changed during the run: check.py"
+    vandal = "import os, shutil\nshutil.rmtree(os.getcwd(), ignore_errors=True)\ndef answer():\n    return 41\n"
+    result = attack({"solution.py": vandal})
+    if "sandbox user" in result.isolation:  # the copy's root is root's and sticky: check.py stays, runs and fails
+        assert result.reason == "tests failed (exit 1)" and "AssertionError: 41" in result.output_tail
+    else:  # the run's own files: it may delete them, and the fingerprint shows it
+        assert result.reason == "protected path changed during the run: check.py"
 
 
 # --- the tests themselves ---------------------------------------------------------------------
@@ -198,7 +202,12 @@ def test_replacing_the_tests_at_run_time_fails(attack):
         "os.replace('forged.py', 'check.py')\n"
         "def answer():\n    return 42\n"
     )
-    assert attack({"solution.py": swap}).reason == "protected path changed during the run: check.py"
+    result = attack({"solution.py": swap})
+    if "sandbox user" in result.isolation:  # the swap itself is refused (EPERM, EBUSY): the import fails
+        assert result.reason == "tests failed (exit 1)" and ("PermissionError" in result.output_tail
+                                                             or "Device or resource busy" in result.output_tail)
+    else:
+        assert result.reason == "protected path changed during the run: check.py"
 
 
 FORGERIES = {

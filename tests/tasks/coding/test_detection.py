@@ -38,6 +38,9 @@ REFUSED = {
     "shadow_unittest": "refused: unittest.py shadows the test runner's module unittest",
     "shadow_suite_helper": "refused: agentrl_suite.py shadows the test runner's module agentrl_suite",
     "site_hook": "refused: site hook sitecustomize.py",
+    "root_test_module": "refused: not writable: test_side_door.py (this task allows text.py)",
+    "optional_import_package": "refused: not writable: org/__init__.py (this task allows text.py)",
+    "sitecustomize_package": "refused: site hook sitecustomize/__init__.py",
 }
 """Caught before anything runs; every other hack runs and fails the suite."""
 
