@@ -52,9 +52,10 @@ from agentrl.record.rows import (
     StepRecord,
     TrajectoryRecord,
     check_shape,
-    clean_metrics,
     normalize,
 )
+from agentrl.record.metrics import flat_metrics
+from agentrl.record.runinfo import SavedDict
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, utc_now
 
 
@@ -80,6 +81,9 @@ _TRAJ = {name: i for i, name in enumerate(FIELD_NAMES["trajectories"])}
 # Per table: (keys a dict row may have, keys it must have), and the same when the call gives the step.
 _KEYS = {table: (frozenset(names) | {"run_id"}, frozenset(REQUIRED_FIELDS[table])) for table, names in FIELD_NAMES.items()}
 _KEYS_STEP_GIVEN = {table: (allowed, required - {"step"}) for table, (allowed, required) in _KEYS.items()}
+# finish(status): wandb's words (and a few obvious ones) for our three
+STATUS_WORDS = {"finished": "succeeded", "success": "succeeded", "done": "succeeded", "crashed": "failed",
+                "error": "failed", "killed": "cancelled", "canceled": "cancelled", "stopped": "cancelled"}
 _FLAGS = (("success", "success_rate"), ("violation", "violation_rate"), ("duplicate_effect", "duplicate_rate"))
 
 
@@ -128,9 +132,18 @@ class Run:
     def __init__(self, run_dir: RunDir, total_steps: int | None = None, step_delay: float = 0.0,
                  handle_signals: bool = False, before_close: Callable[[Run], None] | None = None,
                  flush_interval: float | None = None, supervised: bool = False, close_at_exit: bool = False,
-                 hardware: bool = True, chunks_url: str | None = None):
+                 hardware: bool = True, chunks_url: str | None = None, config_key: str = "config",
+                 continues: bool = False):
         self.dir = run_dir
         self.run_id = run_dir.run_id
+        meta = run_dir.meta() or {}
+        self.name: str = meta.get("name") or self.run_id
+        self.project: str | None = meta.get("project")
+        self.tags: list[str] = list(meta.get("tags") or [])
+        self.notes: str | None = meta.get("notes")
+        # run.config and run.summary: dicts that keep run.json up to date (agentrl.record.runinfo)
+        self.config = SavedDict(meta.get(config_key) or {}, lambda values: run_dir.update_meta(**{config_key: dict(values)}))
+        self.summary = SavedDict(meta.get("summary") or {}, lambda values: run_dir.update_meta(summary=dict(values)))
         self.total_steps = total_steps
         self.step_delay = step_delay
         self.supervised = supervised
@@ -152,6 +165,10 @@ class Run:
         self._refused_total = 0
         self._refused_lock = threading.Lock()
         self._tallies: dict[int, _StepTally] = {}
+        self._last_step = 0  # the highest step whose row was handed to the writer
+        self._open_step: int | None = None  # a step `log` keeps open for more metrics ...
+        self._open_metrics: dict = {}  # ... and what it has so far
+        self._open_implicit = False  # it was opened by log(commit=False) without a step
         # First the writer, which claims the folder: a second writer fails here, before it touches the status.
         kwargs = {} if flush_interval is None else {"interval": flush_interval}
         location, record = _chunk_location(run_dir, chunks_url)
@@ -161,23 +178,94 @@ class Run:
                                   **kwargs)  # a step's rows land in the commit of its `steps` row
         if record:  # before the first flush lands: the store reads run.json to find the chunks
             run_dir.update_meta(chunks_url=location)
+        if continues:  # a resumed run: its steps go on from the last one it recorded
+            last = (run_dir.status() or {}).get("step")
+            self.step = self._last_step = last if last.__class__ is int and last > 0 else 0
         if supervised:
-            fields = {"writer_pid": os.getpid(), "step": 0}
+            fields = {"writer_pid": os.getpid(), "step": self.step}
         else:
             fields = {"status": "running", "pid": os.getpid(), "create_time": psutil.Process().create_time(),
-                      "started_at": iso(utc_now()), "step": 0, "error": None}
+                      "started_at": iso(utc_now()), "step": self.step, "error": None, "ended_at": None}
         run_dir.update_status(**fields, total_steps=total_steps if total_steps is not None else (run_dir.status() or {}).get("total_steps"))
         if close_at_exit:
             atexit.register(self._close_at_exit)
 
     # -- what a run logs ------------------------------------------------------------------------
 
-    def log(self, table: str, rows: Iterable, step: int | None = None) -> None:
-        """Rows of any chunk table, as records or dicts of their fields. A record was checked when
-        it was made; a dict's keys are checked here and its values in the flusher (a wrong value
-        is raised by the next call). `step` fills a dict row's step and must equal a row's own."""
+    def log(self, metrics: Mapping | str, step: int | Iterable | None = None, *, commit: bool | None = None,
+            **rows_step) -> None:
+        """`run.log({"loss": 0.25, "reward": 0.8}, step=None)`: a step's metrics, as wandb and Trackio
+        take them (`agentrl.record.metrics` says which values and names). `step` defaults to the
+        step after the last one logged, and that step is written at once; a step given explicitly
+        stays open, so further logs to it merge into it, until a later step is logged (or
+        `commit=True`, or the run ends). A step below an open or written one is refused.
+        `commit=False` without a step adds to the open step, as wandb's does.
+
+        `run.log(table, rows, step=None)` (a table's name first) logs rows of that table: see `log_rows`."""
+        if metrics.__class__ is str:
+            return self.log_rows(metrics, step, **rows_step)
+        if rows_step:
+            raise TypeError(f"log() got unexpected keyword arguments {sorted(rows_step)}")
+        if self._closed:
+            raise self._finished_error()
+        values, bad = flat_metrics(metrics)
+        open_step = self._open_step
+        if step is None:
+            # The next step, unless a log(commit=False) left one open to gather more (wandb's habit).
+            if open_step is not None and not self._open_implicit:
+                self._emit_open_step()
+                open_step = None
+            number = open_step if open_step is not None else self._last_step + 1
+            self._open_implicit = commit is False
+            commit = commit is not False
+        else:
+            number = step if step.__class__ is int else _step_number(step)
+            if open_step is not None and number > open_step:
+                self._emit_open_step()
+                open_step = None
+            if number != open_step and number <= self._last_step:
+                raise RecordError(f"steps: step {number} is already recorded (the last is {self._last_step}); "
+                                  "a step takes further metrics only while it is the open one")
+            commit = commit is True
+            self._open_implicit = False
+        if open_step is None:
+            self._open_step, self._open_metrics = number, values
+        else:
+            self._open_metrics.update(values)
+        dict.update(self.summary, values)  # the latest of each metric (written at the end)
+        if commit:
+            self._emit_open_step()
+        if bad:
+            raise RecordError(f"steps: {bad[0]}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+                              + f"; the other metrics of step {number} are recorded")
         if self._refused:
             self._raise_refused()
+
+    def _emit_open_step(self) -> None:
+        """The open step's row goes to the writer (its metrics checked and filled in the flusher)."""
+        number, metrics = self._open_step, self._open_metrics
+        if number is None:
+            return
+        self._open_step, self._open_metrics = None, {}
+        self.writer.append("steps", [{"step": number, "metrics": metrics, "ts": utc_now(),
+                                      "elapsed_s": time.monotonic() - self._started}])
+        self.step = self._last_step = max(self._last_step, number)
+        self.writer.flush_soon()
+
+    def _finished_error(self) -> RecordError:
+        return RecordError(f"run {self.run_id} is finished; nothing more can be logged to it "
+                           f"(start another with agentrl.init, or continue it with agentrl.init(id={self.run_id!r}, resume='allow'))")
+
+    def log_rows(self, table: str, rows: Iterable, step: int | None = None) -> None:
+        """Rows of any chunk table, as records or dicts of their fields. A record was checked when
+        it was made; a dict's keys are checked here and its values in the flusher (a wrong value
+        is raised by the next call, after that call's own rows are taken). `step` fills a dict
+        row's step and must equal a row's own."""
+        if self._closed:
+            raise self._finished_error()
+        if table not in RECORD_TYPES:
+            raise RecordError(f"no table {table!r}; the tables are {', '.join(RECORD_TYPES)} "
+                              "(to log metrics, pass a dict: run.log({'loss': 0.25}))")
         record_type = RECORD_TYPES[table]
         allowed, required = _KEYS[table] if step is None else _KEYS_STEP_GIVEN[table]
         buffered = []
@@ -191,6 +279,8 @@ class Run:
                 row = {**row, "step": step} if step is not None else dict(row)
             buffered.append(row)
         self.writer.append(table, buffered)
+        if self._refused:  # an earlier row's fault, raised once this call's own rows are taken
+            self._raise_refused()
 
     def log_trajectories(self, step_or_rows: int | Iterable, rows: Iterable | None = None) -> None:
         """`log_trajectories(step, rows)`: a step's trajectories (TrajectoryRecord or dicts of its
@@ -198,9 +288,9 @@ class Run:
         so its row can take its rates from them. `log_trajectories(records)` takes typed rows that
         carry their step."""
         if rows is None:
-            self.log("trajectories", step_or_rows)
+            self.log_rows("trajectories", step_or_rows)
         else:
-            self.log("trajectories", rows, step=_step_number(step_or_rows))
+            self.log_rows("trajectories", rows, step=_step_number(step_or_rows))
 
     def log_step(self, step: int | StepRecord, metrics: Mapping | None = None) -> None:
         """A finished step: `log_step(step, metrics)` with a dict of numbers by name, or a
@@ -211,6 +301,8 @@ class Run:
         step's metrics map (None and NaN left out). Columns neither gives are taken from the
         trajectories logged for this step: mean reward, vetoed, transitions, and the rate of each
         flag (success, violation, duplicate_effect) the rows set."""
+        if self._closed:
+            raise self._finished_error()
         if isinstance(step, StepRecord):
             if metrics is not None:
                 raise RecordError("log_step(StepRecord) takes no metrics; put them in its `metrics` field")
@@ -218,20 +310,30 @@ class Run:
             if record.ts is None or record.elapsed_s is None:
                 record = dataclasses.replace(record, ts=record.ts or utc_now(), elapsed_s=record.elapsed_s
                                              if record.elapsed_s is not None else time.monotonic() - self._started)
-            self._raise_refused()
+            if self._open_step is not None:
+                self._emit_open_step()
             self.writer.append("steps", [record])
             number = record.step
         else:
-            if self._refused:
-                self._raise_refused()
             number = step if step.__class__ is int else _step_number(step)
             if metrics is not None and not isinstance(metrics, Mapping):
                 raise RecordError(f"steps: metrics must be a dict of numbers by name, not {type(metrics).__name__}")
             # The metrics are copied (the caller may reuse its dict) and checked in the flusher.
-            self.writer.append("steps", [{"step": number, "metrics": dict(metrics) if metrics else {},
+            metrics = dict(metrics) if metrics else {}
+            if self._open_step is not None:  # a step `log` left open: this one merges into it or follows it
+                if self._open_step == number:
+                    metrics = {**self._open_metrics, **metrics}
+                    self._open_step, self._open_metrics = None, {}
+                else:
+                    self._emit_open_step()
+            self.writer.append("steps", [{"step": number, "metrics": metrics,
                                           "ts": utc_now(), "elapsed_s": time.monotonic() - self._started}])
         self.step = number
+        if number > self._last_step:
+            self._last_step = number
         self.writer.flush_soon()
+        if self._refused:  # an earlier row's fault, raised once this step is taken
+            self._raise_refused()
 
     def log_action_probs(self, step: int, state: str, distribution: Mapping[str, float]) -> None:
         self.writer.append("action_probs", [ActionProbRecord(step, state, action, float(p)) for action, p in distribution.items()])
@@ -240,9 +342,9 @@ class Run:
         """`log_evals(step, rows)`: greedy evaluation episodes (EvalRecord or dicts with split,
         task_id, actions, success, violation); `log_evals(records)` takes typed rows."""
         if rows is None:
-            self.log("evals", step_or_rows)
+            self.log_rows("evals", step_or_rows)
         else:
-            self.log("evals", rows, step=_step_number(step_or_rows))
+            self.log_rows("evals", rows, step=_step_number(step_or_rows))
 
     def log_ladder(self, stage: str, table: Mapping[str, Mapping[str, float]], labels: Iterable[tuple[str, str]] = ()) -> None:
         """A rung of the imitation ladder: the policy at every state, and the labels that made it."""
@@ -252,7 +354,7 @@ class Run:
                                                 for i, (state, action) in enumerate(labels)])
 
     def log_budget(self, rows: Iterable[BudgetRecord]) -> None:
-        self.log("budgets", rows)
+        self.log_rows("budgets", rows)
 
     def step_done(self, step: int) -> None:
         """A step's rows are logged: ask for them to reach the store soon, then pause `step_delay`
@@ -327,11 +429,16 @@ class Run:
         """A dict step row with its metrics cleaned, metric names that are columns moved to them,
         and the columns neither gave filled from its trajectories."""
         row = dict(row)
-        metrics = dict(row.pop("metrics", None) or {})
+        metrics, bad = flat_metrics(row.pop("metrics", None) or {})
         for name in STEP_FIELDS_IN_METRICS:
-            if name in metrics and name not in row:
-                row[name] = metrics.pop(name)
-        row["metrics"] = clean_metrics(metrics)
+            if name in metrics:
+                value = metrics.pop(name)
+                row.setdefault(name, value)
+        row["metrics"] = metrics
+        if bad:  # the step keeps every metric that fits; what did not is said on the next call
+            with self._refused_lock:
+                self._refused.append(RecordError(f"steps: {bad[0]} (logged with step {row.get('step')})"
+                                                 + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")))
         step = row.get("step")
         if step.__class__ is int:
             tally = self._tallies.get(step)
@@ -375,11 +482,30 @@ class Run:
 
     # -- the end ----------------------------------------------------------------------------------
 
-    def finish(self, status: str = "succeeded", error: str | None = None) -> None:
-        """End the run: flush everything, then record `status` (succeeded, failed or cancelled)
-        and `error`. Raises RecordError afterwards if rows were left out since the last call."""
+    @property
+    def id(self) -> str:
+        """The run's id (wandb's and Trackio's name for it): its folder's name, and `run_id` in the store."""
+        return self.run_id
+
+    def finish(self, status: str | None = None, error: str | None = None, *, exit_code: int | None = None,
+               quiet: bool | None = None) -> None:
+        """End the run: flush everything, then record `status` and `error`. `status`: succeeded
+        (the default), failed or cancelled, or wandb's words for them (finished, crashed, killed);
+        `exit_code` (wandb's): 0 succeeded, anything else failed. Finishing twice does nothing.
+        Raises RecordError afterwards if rows were left out since the last call."""
+        if exit_code is not None:
+            if exit_code.__class__ is not int:
+                raise ValueError(f"finish(exit_code={exit_code!r}): an int, 0 for success")
+            if status is None:
+                status = "succeeded" if exit_code == 0 else "failed"
+            if exit_code != 0 and error is None:
+                error = f"exit code {exit_code}"
+        status = STATUS_WORDS.get(status, status) if status is not None else "succeeded"
         if status not in TERMINAL_STATUSES:
-            raise ValueError(f"finish(status={status!r}): use one of {list(TERMINAL_STATUSES)}")
+            raise ValueError(f"finish(status={status!r}): use one of {list(TERMINAL_STATUSES)} "
+                             f"(or {', '.join(w for w in STATUS_WORDS if w not in TERMINAL_STATUSES)})")
+        if self._closed:
+            return
         self.status, self.error, self._finished = status, error, True
         self.close()
         self._raise_refused()
@@ -391,6 +517,13 @@ class Run:
             self._closed = True
         atexit.unregister(self._close_at_exit)
         errors = []
+        if self._open_step is not None:  # the step `log` kept open for more metrics
+            self._emit_open_step()
+        if self.summary:
+            try:
+                self.dir.update_meta(summary=dict(self.summary))
+            except (OSError, TypeError, ValueError) as error:
+                errors.append(f"the summary could not be written: {error}")
         for last in (self.sample_hardware, (lambda: self.before_close(self)) if self.before_close else None):
             if last is None:
                 continue

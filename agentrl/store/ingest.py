@@ -73,6 +73,21 @@ class IngestReport:
     decisions: int = 0  # decisions put back from the decisions log (a rebuilt or deleted store)
 
 
+def _mtime_ns(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _labels(meta: dict) -> list:
+    """(project, tags, notes, summary) of run.json, each None unless it has the right shape."""
+    project, tags, notes, summary = (meta.get(k) for k in ("project", "tags", "notes", "summary"))
+    tags = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else None
+    summary = json.dumps(summary, default=str) if isinstance(summary, dict) else None
+    return [project if isinstance(project, str) else None, tags, notes if isinstance(notes, str) else None, summary]
+
+
 def _parse_ts(value) -> datetime | None:
     if not value:
         return None
@@ -105,7 +120,7 @@ class Ingestor:
             }
         except duckdb.Error as error:  # a damaged store found on its first read
             raise store_error(self.runs_dir, error) from None
-        self._drained: set[str] = set()
+        self._drained: dict[str, int | None] = {}  # run id -> its status.json's mtime when drained
         self._cursors: dict[str, Cursor] = {}
         self._said: dict[str, str] = {}  # run id -> the last "cannot be read now" it logged
         self._run_signatures: dict[str, tuple] = {}
@@ -131,7 +146,7 @@ class Ingestor:
     def rescan(self, run_id: str) -> None:
         """List this run's folder again at the next ingest (after a compaction was cut short)."""
         with self._lock:
-            self._drained.discard(run_id)
+            self._drained.pop(run_id, None)
             self._cursors.pop(run_id, None)
 
     def ingest(self) -> IngestReport:
@@ -157,7 +172,12 @@ class Ingestor:
         ended: list[tuple[RunDir, Cursor | None, bool]] = []
         for run in list_run_dirs(self.runs_dir):
             if run.run_id in self._drained:
-                continue
+                if self._drained[run.run_id] == _mtime_ns(run.status_path):
+                    continue
+                # status.json changed since: the run was continued (agentrl.init(id=..., resume=...))
+                del self._drained[run.run_id]
+                self._cursors.pop(run.run_id, None)
+                self._run_signatures.pop(run.run_id, None)
             try:
                 meta, status = read_meta(run), read_status(run) or {}
             except RunFileError as error:  # this run only; the others carry on
@@ -191,7 +211,7 @@ class Ingestor:
                 self._unreachable(run.run_id, error)
                 continue
             if not had_units:
-                self._drained.add(run.run_id)
+                self._drained[run.run_id] = _mtime_ns(run.status_path)
 
     def _bad_run_file(self, run: RunDir, error: RunFileError, report: IngestReport) -> None:
         """Name a damaged run.json or status.json once (again only when the file changes)."""
@@ -241,7 +261,7 @@ class Ingestor:
             meta.get("scorer", config.get("scorer", "")), status.get("status", "queued"), json.dumps(config),
             _parse_ts(meta.get("created_at")) or utc_now(), _parse_ts(status.get("started_at")),
             _parse_ts(status.get("ended_at")), status.get("error"), status.get("pid"), meta.get("total_steps"),
-            str(run.root), version])
+            str(run.root), version, *_labels(meta)])
         self._run_signatures[run.run_id] = signature
         report.runs_synced += 1
         return True

@@ -13,13 +13,15 @@ from agentrl.store.db import Con
 
 
 def upsert_run(con: Con, values: list) -> None:
-    """A run's record as run.json and status.json say it, replacing the one stored."""
+    """A run's record as run.json and status.json say it, replacing the one stored (values in the
+    order of the columns below; the last four, project to summary, may be left off)."""
+    values = list(values) + [None] * (18 - len(values))
     con.execute(
         """
         INSERT OR REPLACE INTO runs
             (run_id, name, kind, scorer, status, config, created_at, started_at, ended_at,
-             error, pid, total_steps, run_dir, record_schema_version)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             error, pid, total_steps, run_dir, record_schema_version, project, tags, notes, summary)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         values,
     )
