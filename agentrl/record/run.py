@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import logging
 import os
 import signal
 import sys
@@ -57,6 +58,9 @@ from agentrl.record.rows import (
 from agentrl.record.metrics import flat_metrics
 from agentrl.record.runinfo import SavedDict
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, utc_now
+
+
+logger = logging.getLogger(__name__)
 
 
 class StopFlag:
@@ -546,7 +550,7 @@ class Run:
         try:
             self.dir.update_status(**fields)
         except OSError as error:  # nothing more can be recorded; say it where a person looks
-            print(f"agentrl: cannot write the final status of {self.run_id}: {error}", flush=True)
+            logger.error("agentrl: cannot write the final status of %s: %s", self.run_id, error)
 
     def _close_at_exit(self) -> None:
         """The interpreter is exiting with the run still open (no `finish`, no `with`)."""

@@ -26,8 +26,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import logging
 import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -58,6 +58,8 @@ from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for ca
     rebuild_command,
     store_error,
 )
+
+logger = logging.getLogger(__name__)
 
 MAX_FILES_PER_TRANSACTION = 2000  # bounds one ingest transaction when a backlog builds up ...
 MAX_ROWS_PER_TRANSACTION = 200_000  # ... and this many rows (a few seconds on two busy cores)
@@ -108,7 +110,7 @@ class Ingestor:
     def __init__(self, con: duckdb.DuckDBPyConnection, runs_dir: Path, log: Callable[[str], None] | None = None):
         self.con = con
         self.runs_dir = Path(runs_dir)
-        self.log = log or (lambda message: print(message, file=sys.stderr))
+        self.log = log or logger.warning  # a skipped chunk, an unreachable chunk URL
         self._lock = threading.Lock()
         try:
             self._taken: set[str] = set()
