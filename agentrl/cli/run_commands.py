@@ -1,4 +1,4 @@
-"""Commands about runs: `train` (one run in the foreground), `runs`, `presets`, `export-schema`."""
+"""Commands about runs: `train` (one run in the foreground), `runs`, `cancel`, `presets`, `export-schema`."""
 
 from __future__ import annotations
 
@@ -33,6 +33,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     runs = sub.add_parser("runs", help="list runs with their status, newest first")
     add_runs_dir(runs)
     runs.set_defaults(func=cmd_runs)
+
+    cancel = sub.add_parser("cancel", help="ask a run to stop (as the Live page's Cancel does) and wait for it to end")
+    cancel.add_argument("run_id", help="the run's id (see `agentrl runs`)")
+    add_runs_dir(cancel)
+    cancel.add_argument("--grace", type=float, default=None,
+                        help="seconds the run has to stop on its own before its process is killed (default 10)")
+    cancel.add_argument("--no-wait", action="store_true",
+                        help="only ask: return at once (the dashboard, or a later `agentrl runs`, enforces the grace period)")
+    cancel.set_defaults(func=cmd_cancel)
 
     presets = sub.add_parser("presets", help="list the built-in presets")
     presets.set_defaults(func=cmd_presets)
@@ -116,6 +125,49 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for row in rows:
         print("  ".join(str(v).ljust(w) for v, w in zip(row[:4], widths)) + (f"  {row[4]}" if row[4] else ""))
     return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """Write the run's stop file; a run honours it between steps (a script recording through
+    `agentrl.init` is interrupted as by Ctrl-C). Then wait: once the grace period has passed,
+    the run's process group is killed and the run marked cancelled."""
+    import time
+
+    from agentrl.launcher import CANCEL_GRACE_S, Launcher
+    from agentrl.record.rundir import TERMINAL_STATUSES
+    from agentrl.record.runfiles import RunFileError, read_status
+
+    runs_dir = runs_dir_of(args)
+    grace = CANCEL_GRACE_S if args.grace is None else args.grace
+    if not grace >= 0:
+        raise UsageError(f"--grace must be a number of seconds, 0 or more, not {args.grace}")
+    run = RunDir(runs_dir / args.run_id)
+    if "/" in args.run_id or args.run_id in ("", ".", "..") or not run.meta_path.is_file():
+        raise UsageError(f"no run {args.run_id!r} in {runs_dir} (see `agentrl runs --runs-dir {runs_dir}`)")
+    try:
+        status = (read_status(run) or {}).get("status")
+    except RunFileError as error:
+        raise UsageError(str(error)) from None
+    if status in TERMINAL_STATUSES:
+        print(f"run {args.run_id} already ended: {status}")
+        return 0
+    launcher = Launcher(runs_dir)
+    launcher.cancel(args.run_id)
+    if args.no_wait:
+        print(f"asked run {args.run_id} to stop; it stops at its next step")
+        return 0
+    print(f"asked run {args.run_id} to stop; waiting up to {grace:g}s before killing it", flush=True)
+    deadline = time.monotonic() + grace + 5.0
+    while time.monotonic() < deadline:
+        launcher.reconcile(grace_s=grace)  # kills it once the grace period has passed, and marks it
+        status = (run.status() or {}).get("status")
+        if status in TERMINAL_STATUSES:
+            error = (run.status() or {}).get("error")
+            print(f"run {args.run_id} {status}" + (f": {error}" if error else ""))
+            return 0
+        time.sleep(0.2)
+    print(f"run {args.run_id} has not ended yet; its stop file stays, and `agentrl runs` will mark it once it has")
+    return 1
 
 
 def cmd_presets(args: argparse.Namespace) -> int:

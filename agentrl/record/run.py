@@ -63,6 +63,11 @@ from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, utc_now
 logger = logging.getLogger(__name__)
 
 
+class RunCancelled(KeyboardInterrupt):
+    """Raised by a log call of a script's own run that was asked to stop and did not: it ends the
+    loop as Ctrl-C would, and the run is recorded `cancelled`."""
+
+
 class StopFlag:
     """Set by SIGTERM/SIGINT (when the run installs handlers) or by the stop file; read between steps."""
 
@@ -85,6 +90,7 @@ _TRAJ = {name: i for i, name in enumerate(FIELD_NAMES["trajectories"])}
 # Per table: (keys a dict row may have, keys it must have), and the same when the call gives the step.
 _KEYS = {table: (frozenset(names) | {"run_id"}, frozenset(REQUIRED_FIELDS[table])) for table, names in FIELD_NAMES.items()}
 _KEYS_STEP_GIVEN = {table: (allowed, required - {"step"}) for table, (allowed, required) in _KEYS.items()}
+STOP_INTERRUPT_S = 2.0  # a script's own run that has not stopped this long after a stop request is interrupted
 # finish(status): wandb's words (and a few obvious ones) for our three
 STATUS_WORDS = {"finished": "succeeded", "success": "succeeded", "done": "succeeded", "crashed": "failed",
                 "error": "failed", "killed": "cancelled", "canceled": "cancelled", "stopped": "cancelled"}
@@ -173,6 +179,10 @@ class Run:
         self._open_step: int | None = None  # a step `log` keeps open for more metrics ...
         self._open_metrics: dict = {}  # ... and what it has so far
         self._open_implicit = False  # it was opened by log(commit=False) without a step
+        # A script's own run (agentrl.init, not under the script engine, which stops its command itself)
+        self._interrupt_on_stop = close_at_exit and not supervised
+        self._stop_seen_at: float | None = None
+        self._cancel_pending = False
         # First the writer, which claims the folder: a second writer fails here, before it touches the status.
         kwargs = {} if flush_interval is None else {"interval": flush_interval}
         location, record = _chunk_location(run_dir, chunks_url)
@@ -194,6 +204,7 @@ class Run:
         if close_at_exit:
             atexit.register(self._close_at_exit)
 
+
     # -- what a run logs ------------------------------------------------------------------------
 
     def log(self, metrics: Mapping | str, step: int | Iterable | None = None, *, commit: bool | None = None,
@@ -212,6 +223,8 @@ class Run:
             raise TypeError(f"log() got unexpected keyword arguments {sorted(rows_step)}")
         if self._closed:
             raise self._finished_error()
+        if self._cancel_pending:
+            raise self._cancelled()
         values, bad = flat_metrics(metrics)
         open_step = self._open_step
         if step is None:
@@ -267,6 +280,8 @@ class Run:
         row's step and must equal a row's own."""
         if self._closed:
             raise self._finished_error()
+        if self._cancel_pending:
+            raise self._cancelled()
         if table not in RECORD_TYPES:
             raise RecordError(f"no table {table!r}; the tables are {', '.join(RECORD_TYPES)} "
                               "(to log metrics, pass a dict: run.log({'loss': 0.25}))")
@@ -307,6 +322,8 @@ class Run:
         flag (success, violation, duplicate_effect) the rows set."""
         if self._closed:
             raise self._finished_error()
+        if self._cancel_pending:
+            raise self._cancelled()
         if isinstance(step, StepRecord):
             if metrics is not None:
                 raise RecordError("log_step(StepRecord) takes no metrics; put them in its `metrics` field")
@@ -474,9 +491,29 @@ class Run:
         self.writer.append("hardware", [HardwareRecord(ts=utc_now(), step=self.step, **sample)])
 
     def _tick(self) -> None:
-        """Once a second, in the flusher: a hardware sample, and status.json's step when it moved."""
+        """Once a second, in the flusher: a hardware sample, status.json's step when it moved, and
+        for a script's own run (`agentrl.init`) a stop request it has not honoured (`agentrl cancel`)."""
         self.sample_hardware()
         self._write_step()
+        if self._interrupt_on_stop and not self._closed and self._stop_seen_at is None and self.stop():
+            self._stop_seen_at = time.monotonic()
+            timer = threading.Timer(STOP_INTERRUPT_S, self._interrupt)
+            timer.daemon = True
+            timer.start()
+
+    def _interrupt(self) -> None:
+        """A stop asked for STOP_INTERRUPT_S ago and the loop still runs (it does not check
+        `stop_requested`): interrupt it as Ctrl-C would, so it ends `cancelled` with its rows flushed."""
+        if not self._closed:
+            logger.warning("agentrl: run %s was asked to stop (agentrl cancel, or Cancel on the Live page); interrupting it",
+                           self.run_id)
+            self._cancel_pending = True  # the next log call raises RunCancelled ...
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                os.kill(os.getpid(), signal.SIGINT)  # ... or Ctrl-C's KeyboardInterrupt comes sooner
+
+    def _cancelled(self) -> RunCancelled:
+        self._cancel_pending = False
+        return RunCancelled(f"run {self.run_id} was asked to stop (agentrl cancel, or Cancel on the Live page)")
 
     def _write_step(self) -> None:
         with self._status_lock:
@@ -565,7 +602,8 @@ class Run:
 
     def _fail_with(self, exc_type: type, exc: BaseException) -> None:
         if issubclass(exc_type, KeyboardInterrupt):
-            self.status, self.error = "cancelled", "interrupted (Ctrl-C)"
+            self.status, self.error = "cancelled", ("cancelled; a stop was asked for (agentrl cancel or the Live page)"
+                                                    if self._stop_seen_at is not None else "interrupted (Ctrl-C)")
         else:
             self.status, self.error = "failed", f"{exc_type.__name__}: {exc}"
 
