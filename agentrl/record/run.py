@@ -240,9 +240,10 @@ class Run:
             if open_step is not None and number > open_step:
                 self._emit_open_step()
                 open_step = None
-            if number != open_step and number <= self._last_step:
-                raise RecordError(f"steps: step {number} is already recorded (the last is {self._last_step}); "
-                                  "a step takes further metrics only while it is the open one")
+            if number != open_step and (number <= self._last_step or (open_step is not None and number < open_step)):
+                latest = max(self._last_step, open_step or 0)
+                raise RecordError(f"steps: step {number} was logged after step {latest}; steps go forward, and a step "
+                                  "takes further metrics only while it is the latest")
             commit = commit is True
             self._open_implicit = False
         if open_step is None:
