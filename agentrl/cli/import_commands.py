@@ -26,11 +26,13 @@ def cmd_import_trackio(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     for name, run_id, steps, completions in report.imported:
         print(f"imported {name}: {steps} steps, {completions} completions -> {run_id}")
+    for name, run_id, steps, completions in report.followed:
+        print(f"followed {name}: {steps} new steps, {completions} completions -> {run_id}")
     for name, run_id in report.already:
         print(f"skipped {name}: already imported as {run_id}")
     if report.skipped_values:
         print(f"left out {report.skipped_values} values that are neither numbers nor tables (media, histograms)")
-    if not report.imported and not report.already:
+    if not report.imported and not report.already and not report.followed:
         print("the project has no runs")
     try:
         ingested = ingest_once(runs_dir, wait_s=0.0)

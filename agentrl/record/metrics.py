@@ -3,8 +3,9 @@
 A user's script -> `Run.log(metrics)` / `Run.log_step(step, metrics)` -> **metrics** -> the step
 row. Nested dicts are flattened with "/" (`{"train": {"loss": x}}` is `train/loss`); bools count
 as 0/1; numpy scalars and 0-d tensors become floats; None and NaN are left out (TRL logs None for
-a metric with no value). A name that is a column of `steps`, or one of the usual TRL/wandb names
-of one (`NAME_TO_COLUMN`), fills that column; every other name goes to the step's metrics map.
+a metric with no value). A name that is a column of `steps` fills that column; one of the usual TRL/wandb names of one
+(`NAME_TO_COLUMN`: `reward` for `mean_reward`) fills it and stays in the metrics map under its own
+name; every other name goes to the metrics map.
 A value that is none of these (a string, a list) is left out and named, and the step keeps the rest.
 """
 
@@ -85,6 +86,8 @@ def flat_metrics(metrics, prefix: str = "") -> tuple[dict, list[str]]:
                     continue
                 value = int(value)
         out[column] = value
+        if column != name:  # an alias fills its column and keeps its own name too (as wandb's history shows it)
+            out[name] = value
     return out, bad
 
 
