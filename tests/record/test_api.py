@@ -353,3 +353,24 @@ def test_resume_continues_a_run_from_its_last_step_and_refuses_what_it_cannot_do
     assert agentrl.Api(runs_dir).history("long-run-1")[["step", "loss"]].values.tolist() == [
         [1, 1.0], [2, 1.0], [3, 1.0], [4, 0.5], [6, 0.25]]
     assert store_rows(runs_dir, "SELECT status, (SELECT count(*) FROM steps) FROM runs") == [("succeeded", 5)]
+
+
+def test_a_run_continued_after_the_dashboards_ingest_finished_with_it_is_taken_again(runs_dir):
+    import agentrl
+    from agentrl.store.ingest import Ingestor, connect
+
+    with agentrl.init(id="again-1", runs_dir=runs_dir) as run:
+        run.log({"loss": 1.0})
+    con = connect(runs_dir)  # one Ingestor throughout, as the dashboard keeps one
+    try:
+        ingestor = Ingestor(con, runs_dir)
+        ingestor.ingest()
+        ingestor.ingest()
+        assert "again-1" in ingestor.drained  # ended and taken: no longer looked at ...
+        with agentrl.init(id="again-1", resume="must", runs_dir=runs_dir) as run:
+            run.log({"loss": 0.5})
+        ingestor.ingest()  # ... until it is continued
+        assert con.execute("SELECT count(*), max(step) FROM steps").fetchone() == (2, 2)
+        assert con.execute("SELECT status FROM runs").fetchone() == ("succeeded",)
+    finally:
+        con.close()
