@@ -1,4 +1,5 @@
-"""Commands about runs: `train` (one run in the foreground), `runs`, `cancel`, `presets`, `export-schema`."""
+"""Commands about runs: `train` (one run in the foreground), `runs`, `cancel`, `dashboard`, `presets`,
+`export-schema`."""
 
 from __future__ import annotations
 
@@ -42,6 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     cancel.add_argument("--no-wait", action="store_true",
                         help="only ask: return at once (the dashboard, or a later `agentrl runs`, enforces the grace period)")
     cancel.set_defaults(func=cmd_cancel)
+
+    dashboard = sub.add_parser("dashboard", help="start the dashboard on the runs directory of this folder (as `make run` does)")
+    add_runs_dir(dashboard)
+    dashboard.add_argument("--port", type=int, default=8501, help="the port to serve on (default 8501)")
+    dashboard.set_defaults(func=cmd_dashboard)
 
     presets = sub.add_parser("presets", help="list the built-in presets")
     presets.set_defaults(func=cmd_presets)
@@ -168,6 +174,30 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         time.sleep(0.2)
     print(f"run {args.run_id} has not ended yet; its stop file stays, and `agentrl runs` will mark it once it has")
     return 1
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """`streamlit run app.py` from the project's folder (its .streamlit/config.toml applies), on the
+    runs directory of the folder the command was given in, not the project's."""
+    import subprocess
+
+    from agentrl.paths import PROJECT_ROOT
+    from agentrl.record.rundir import RUNS_DIR_ENV
+
+    app = PROJECT_ROOT / "app.py"
+    if not app.is_file():
+        raise UsageError(f"no dashboard beside this agentrl ({app} is missing): install it from a checkout with `pip install -e`")
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be between 1 and 65535, not {args.port}")
+    runs_dir = ensure_writable(runs_dir_of(args)).resolve()
+    env = dict(os.environ, **{RUNS_DIR_ENV: str(runs_dir)})
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    print(f"agentrl dashboard on http://127.0.0.1:{args.port} (runs in {runs_dir})", flush=True)
+    try:
+        return subprocess.call([sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port)],
+                               cwd=PROJECT_ROOT, env=env)
+    except KeyboardInterrupt:
+        return 130
 
 
 def cmd_presets(args: argparse.Namespace) -> int:

@@ -161,3 +161,30 @@ def test_library_messages_go_through_logging_and_the_command_still_shows_them(tm
     quiet = subprocess.run([sys.executable, "quiet.py"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
     assert quiet.returncode == 0, quiet.stderr
     assert "skipped" not in quiet.stderr
+
+
+@pytest.mark.slow
+def test_the_dashboard_starts_from_any_folder_on_that_folders_runs(tmp_path):
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([str(AGENTRL), "dashboard", "--port", str(port)], cwd=tmp_path, env=_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                return response.read() == b"ok"
+        except OSError:
+            return False
+
+    try:
+        assert wait_for(healthy, timeout=90, interval=0.5)
+        assert (tmp_path / "runs").is_dir()  # this folder's runs, not the checkout's
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    assert f"runs in {tmp_path / 'runs'}" in process.stdout.read()
