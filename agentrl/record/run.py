@@ -179,6 +179,7 @@ class Run:
         self._open_step: int | None = None  # a step `log` keeps open for more metrics ...
         self._open_metrics: dict = {}  # ... and what it has so far
         self._open_implicit = False  # it was opened by log(commit=False) without a step
+        self._step_lock = threading.RLock()  # guards the open step
         # A script's own run (agentrl.init, not under the script engine, which stops its command itself)
         self._interrupt_on_stop = close_at_exit and not supervised
         self._stop_seen_at: float | None = None
@@ -226,33 +227,34 @@ class Run:
         if self._cancel_pending:
             raise self._cancelled()
         values, bad = flat_metrics(metrics)
-        open_step = self._open_step
-        if step is None:
-            # The next step, unless a log(commit=False) left one open to gather more (wandb's habit).
-            if open_step is not None and not self._open_implicit:
+        with self._step_lock:  # threads logging at once must not interleave the open step
+            open_step = self._open_step
+            if step is None:
+                # The next step, unless a log(commit=False) left one open to gather more (wandb's habit).
+                if open_step is not None and not self._open_implicit:
+                    self._emit_open_step()
+                    open_step = None
+                number = open_step if open_step is not None else self._last_step + 1
+                self._open_implicit = commit is False
+                commit = commit is not False
+            else:
+                number = step if step.__class__ is int else _step_number(step)
+                if open_step is not None and number > open_step:
+                    self._emit_open_step()
+                    open_step = None
+                if number != open_step and (number <= self._last_step or (open_step is not None and number < open_step)):
+                    latest = max(self._last_step, open_step or 0)
+                    raise RecordError(f"steps: step {number} was logged after step {latest}; steps go forward, and a step "
+                                      "takes further metrics only while it is the latest")
+                commit = commit is True
+                self._open_implicit = False
+            if open_step is None:
+                self._open_step, self._open_metrics = number, values
+            else:
+                self._open_metrics.update(values)
+            dict.update(self.summary, values)  # the latest of each metric (written at the end)
+            if commit:
                 self._emit_open_step()
-                open_step = None
-            number = open_step if open_step is not None else self._last_step + 1
-            self._open_implicit = commit is False
-            commit = commit is not False
-        else:
-            number = step if step.__class__ is int else _step_number(step)
-            if open_step is not None and number > open_step:
-                self._emit_open_step()
-                open_step = None
-            if number != open_step and (number <= self._last_step or (open_step is not None and number < open_step)):
-                latest = max(self._last_step, open_step or 0)
-                raise RecordError(f"steps: step {number} was logged after step {latest}; steps go forward, and a step "
-                                  "takes further metrics only while it is the latest")
-            commit = commit is True
-            self._open_implicit = False
-        if open_step is None:
-            self._open_step, self._open_metrics = number, values
-        else:
-            self._open_metrics.update(values)
-        dict.update(self.summary, values)  # the latest of each metric (written at the end)
-        if commit:
-            self._emit_open_step()
         if bad:
             raise RecordError(f"steps: {bad[0]}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
                               + f"; the other metrics of step {number} are recorded")
@@ -332,9 +334,9 @@ class Run:
             if record.ts is None or record.elapsed_s is None:
                 record = dataclasses.replace(record, ts=record.ts or utc_now(), elapsed_s=record.elapsed_s
                                              if record.elapsed_s is not None else time.monotonic() - self._started)
-            if self._open_step is not None:
+            with self._step_lock:
                 self._emit_open_step()
-            self.writer.append("steps", [record])
+                self.writer.append("steps", [record])
             number = record.step
         else:
             number = step if step.__class__ is int else _step_number(step)
@@ -342,14 +344,15 @@ class Run:
                 raise RecordError(f"steps: metrics must be a dict of numbers by name, not {type(metrics).__name__}")
             # The metrics are copied (the caller may reuse its dict) and checked in the flusher.
             metrics = dict(metrics) if metrics else {}
-            if self._open_step is not None:  # a step `log` left open: this one merges into it or follows it
-                if self._open_step == number:
-                    metrics = {**self._open_metrics, **metrics}
-                    self._open_step, self._open_metrics = None, {}
-                else:
-                    self._emit_open_step()
-            self.writer.append("steps", [{"step": number, "metrics": metrics,
-                                          "ts": utc_now(), "elapsed_s": time.monotonic() - self._started}])
+            with self._step_lock:
+                if self._open_step is not None:  # a step `log` left open: this one merges into it or follows it
+                    if self._open_step == number:
+                        metrics = {**self._open_metrics, **metrics}
+                        self._open_step, self._open_metrics = None, {}
+                    else:
+                        self._emit_open_step()
+                self.writer.append("steps", [{"step": number, "metrics": metrics,
+                                              "ts": utc_now(), "elapsed_s": time.monotonic() - self._started}])
         self.step = number
         if number > self._last_step:
             self._last_step = number
@@ -559,7 +562,7 @@ class Run:
             self._closed = True
         atexit.unregister(self._close_at_exit)
         errors = []
-        if self._open_step is not None:  # the step `log` kept open for more metrics
+        with self._step_lock:  # the step `log` kept open for more metrics
             self._emit_open_step()
         if self.summary:
             try:
