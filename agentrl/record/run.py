@@ -28,7 +28,6 @@ import atexit
 import dataclasses
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -57,76 +56,19 @@ from agentrl.record.rows import (
 )
 from agentrl.record.metrics import flat_metrics
 from agentrl.record.runinfo import SavedDict
-from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, utc_now
-
+from agentrl.record.steplog import StepLog, step_number
+from agentrl.record.stopping import RunCancelled, StopFlag, StopInterrupts  # noqa: F401 - RunCancelled re-exported
+from agentrl.record.tally import TRAJ_INDEX, StepTally
+from agentrl.record.rundir import STATUS_WORDS, TERMINAL_STATUSES, RunDir, iso, utc_now
 
 logger = logging.getLogger(__name__)
 
-
-class RunCancelled(KeyboardInterrupt):
-    """Raised by a log call of a script's own run that was asked to stop and did not: it ends the
-    loop as Ctrl-C would, and the run is recorded `cancelled`."""
-
-
-class StopFlag:
-    """Set by SIGTERM/SIGINT (when the run installs handlers) or by the stop file; read between steps."""
-
-    def __init__(self, run: RunDir):
-        self.run = run
-        self.signalled = False
-
-    def __call__(self) -> bool:
-        return self.signalled or self.run.stop_requested()
-
-    def install(self) -> None:
-        def handler(signum, frame):
-            self.signalled = True
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
-
-
-_TRAJ = {name: i for i, name in enumerate(FIELD_NAMES["trajectories"])}
 # Per table: (keys a dict row may have, keys it must have), and the same when the call gives the step.
 _KEYS = {table: (frozenset(names) | {"run_id"}, frozenset(REQUIRED_FIELDS[table])) for table, names in FIELD_NAMES.items()}
 _KEYS_STEP_GIVEN = {table: (allowed, required - {"step"}) for table, (allowed, required) in _KEYS.items()}
-STOP_INTERRUPT_S = 2.0  # a script's own run that has not stopped this long after a stop request is interrupted
-# finish(status): wandb's words (and a few obvious ones) for our three
-STATUS_WORDS = {"finished": "succeeded", "success": "succeeded", "done": "succeeded", "crashed": "failed",
-                "error": "failed", "killed": "cancelled", "canceled": "cancelled", "stopped": "cancelled"}
-_FLAGS = (("success", "success_rate"), ("violation", "violation_rate"), ("duplicate_effect", "duplicate_rate"))
 
 
-class _StepTally:
-    """What a step's trajectory rows add up to, gathered in the flusher for a step row that
-    leaves its rates out (a user's `log_step(step, metrics)`)."""
-
-    __slots__ = ("n", "reward", "vetoed", "transitions", "flags", "seen")
-
-    def __init__(self):
-        self.n, self.reward, self.vetoed, self.transitions = 0, 0.0, 0, 0
-        self.flags = dict.fromkeys([name for name, _ in _FLAGS], 0)
-        self.seen: set[str] = set()  # flags some row gave (a rate of flags nobody set would read 0%)
-
-    def add(self, values: tuple, given: Iterable[str]) -> None:
-        self.n += 1
-        self.reward += values[_TRAJ["reward"]]
-        self.vetoed += bool(values[_TRAJ["vetoed"]])
-        self.transitions += len(values[_TRAJ["actions"]])
-        for name, _ in _FLAGS:
-            self.flags[name] += bool(values[_TRAJ[name]])
-        self.seen.update(given)
-
-    def fill(self, row: dict) -> None:
-        row.setdefault("mean_reward", self.reward / self.n)
-        row.setdefault("vetoed", self.vetoed)
-        row.setdefault("transitions", self.transitions)
-        for name, rate in _FLAGS:
-            if name in self.seen:
-                row.setdefault(rate, self.flags[name] / self.n)
-
-
-class Run:
+class Run(StepLog, StopInterrupts):
     """One run's writer; use it as a context manager around the run's work, or end it with `finish`.
 
     `handle_signals=True` (our engines, in a process of their own) turns SIGTERM/SIGINT into a
@@ -174,7 +116,7 @@ class Run:
         self._refused: list[RecordError] = []  # rows the flusher left out, not yet raised to the caller
         self._refused_total = 0
         self._refused_lock = threading.Lock()
-        self._tallies: dict[int, _StepTally] = {}
+        self._tallies: dict[int, StepTally] = {}
         self._last_step = 0  # the highest step whose row was handed to the writer
         self._open_step: int | None = None  # a step `log` keeps open for more metrics ...
         self._open_metrics: dict = {}  # ... and what it has so far
@@ -207,74 +149,6 @@ class Run:
 
 
     # -- what a run logs ------------------------------------------------------------------------
-
-    def log(self, metrics: Mapping | str, step: int | Iterable | None = None, *, commit: bool | None = None,
-            **rows_step) -> None:
-        """`run.log({"loss": 0.25, "reward": 0.8}, step=None)`: a step's metrics, as wandb and Trackio
-        take them (`agentrl.record.metrics` says which values and names). `step` defaults to the
-        step after the last one logged, and that step is written at once; a step given explicitly
-        stays open, so further logs to it merge into it, until a later step is logged (or
-        `commit=True`, or the run ends). A step below an open or written one is refused.
-        `commit=False` without a step adds to the open step, as wandb's does.
-
-        `run.log(table, rows, step=None)` (a table's name first) logs rows of that table: see `log_rows`."""
-        if metrics.__class__ is str:
-            return self.log_rows(metrics, step, **rows_step)
-        if rows_step:
-            raise TypeError(f"log() got unexpected keyword arguments {sorted(rows_step)}")
-        if self._closed:
-            raise self._finished_error()
-        if self._cancel_pending:
-            raise self._cancelled()
-        values, bad = flat_metrics(metrics)
-        with self._step_lock:  # threads logging at once must not interleave the open step
-            open_step = self._open_step
-            if step is None:
-                # The next step, unless a log(commit=False) left one open to gather more (wandb's habit).
-                if open_step is not None and not self._open_implicit:
-                    self._emit_open_step()
-                    open_step = None
-                number = open_step if open_step is not None else self._last_step + 1
-                self._open_implicit = commit is False
-                commit = commit is not False
-            else:
-                number = step if step.__class__ is int else _step_number(step)
-                if open_step is not None and number > open_step:
-                    self._emit_open_step()
-                    open_step = None
-                if number != open_step and (number <= self._last_step or (open_step is not None and number < open_step)):
-                    latest = max(self._last_step, open_step or 0)
-                    raise RecordError(f"steps: step {number} was logged after step {latest}; steps go forward, and a step "
-                                      "takes further metrics only while it is the latest")
-                commit = commit is True
-                self._open_implicit = False
-            if open_step is None:
-                self._open_step, self._open_metrics = number, values
-            else:
-                self._open_metrics.update(values)
-            dict.update(self.summary, values)  # the latest of each metric (written at the end)
-            if commit:
-                self._emit_open_step()
-        if bad:
-            raise RecordError(f"steps: {bad[0]}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
-                              + f"; the other metrics of step {number} are recorded")
-        if self._refused:
-            self._raise_refused()
-
-    def _emit_open_step(self) -> None:
-        """The open step's row goes to the writer (its metrics checked and filled in the flusher)."""
-        number, metrics = self._open_step, self._open_metrics
-        if number is None:
-            return
-        self._open_step, self._open_metrics = None, {}
-        self.writer.append("steps", [{"step": number, "metrics": metrics, "ts": utc_now(),
-                                      "elapsed_s": time.monotonic() - self._started}])
-        self.step = self._last_step = max(self._last_step, number)
-        self.writer.flush_soon()
-
-    def _finished_error(self) -> RecordError:
-        return RecordError(f"run {self.run_id} is finished; nothing more can be logged to it "
-                           f"(start another with agentrl.init, or continue it with agentrl.init(id={self.run_id!r}, resume='allow'))")
 
     def log_rows(self, table: str, rows: Iterable, step: int | None = None) -> None:
         """Rows of any chunk table, as records or dicts of their fields. A record was checked when
@@ -312,7 +186,7 @@ class Run:
         if rows is None:
             self.log_rows("trajectories", step_or_rows)
         else:
-            self.log_rows("trajectories", rows, step=_step_number(step_or_rows))
+            self.log_rows("trajectories", rows, step=step_number(step_or_rows))
 
     def log_step(self, step: int | StepRecord, metrics: Mapping | None = None) -> None:
         """A finished step: `log_step(step, metrics)` with a dict of numbers by name, or a
@@ -339,7 +213,7 @@ class Run:
                 self.writer.append("steps", [record])
             number = record.step
         else:
-            number = step if step.__class__ is int else _step_number(step)
+            number = step if step.__class__ is int else step_number(step)
             if metrics is not None and not isinstance(metrics, Mapping):
                 raise RecordError(f"steps: metrics must be a dict of numbers by name, not {type(metrics).__name__}")
             # The metrics are copied (the caller may reuse its dict) and checked in the flusher.
@@ -369,7 +243,7 @@ class Run:
         if rows is None:
             self.log_rows("evals", step_or_rows)
         else:
-            self.log_rows("evals", rows, step=_step_number(step_or_rows))
+            self.log_rows("evals", rows, step=step_number(step_or_rows))
 
     def log_ladder(self, stage: str, table: Mapping[str, Mapping[str, float]], labels: Iterable[tuple[str, str]] = ()) -> None:
         """A rung of the imitation ladder: the policy at every state, and the labels that made it."""
@@ -430,7 +304,7 @@ class Run:
                     kept.append(values)
                 else:
                     if table == "trajectories" and row.__class__ is TrajectoryRecord:
-                        self._tally(tuple(getattr(row, name) for name in FIELD_NAMES["trajectories"]), _TRAJ)
+                        self._tally(tuple(getattr(row, name) for name in FIELD_NAMES["trajectories"]), TRAJ_INDEX)
                     elif table == "steps" and row.__class__ is StepRecord:
                         self._forget_tallies(row.step)
                     kept.append(row)
@@ -439,10 +313,10 @@ class Run:
         return prepared
 
     def _tally(self, values: tuple, given: Iterable[str]) -> None:
-        step = values[_TRAJ["step"]]
+        step = values[TRAJ_INDEX["step"]]
         tally = self._tallies.get(step)
         if tally is None:
-            tally = self._tallies[step] = _StepTally()
+            tally = self._tallies[step] = StepTally()
         tally.add(values, given)
 
     def _forget_tallies(self, step: int) -> None:
@@ -499,25 +373,7 @@ class Run:
         for a script's own run (`agentrl.init`) a stop request it has not honoured (`agentrl cancel`)."""
         self.sample_hardware()
         self._write_step()
-        if self._interrupt_on_stop and not self._closed and self._stop_seen_at is None and self.stop():
-            self._stop_seen_at = time.monotonic()
-            timer = threading.Timer(STOP_INTERRUPT_S, self._interrupt)
-            timer.daemon = True
-            timer.start()
-
-    def _interrupt(self) -> None:
-        """A stop asked for STOP_INTERRUPT_S ago and the loop still runs (it does not check
-        `stop_requested`): interrupt it as Ctrl-C would, so it ends `cancelled` with its rows flushed."""
-        if not self._closed:
-            logger.warning("agentrl: run %s was asked to stop (agentrl cancel, or Cancel on the Live page); interrupting it",
-                           self.run_id)
-            self._cancel_pending = True  # the next log call raises RunCancelled ...
-            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-                os.kill(os.getpid(), signal.SIGINT)  # ... or Ctrl-C's KeyboardInterrupt comes sooner
-
-    def _cancelled(self) -> RunCancelled:
-        self._cancel_pending = False
-        return RunCancelled(f"run {self.run_id} was asked to stop (agentrl cancel, or Cancel on the Live page)")
+        self._watch_stop()
 
     def _write_step(self) -> None:
         with self._status_lock:
@@ -640,11 +496,3 @@ def _chunk_location(run_dir: RunDir, chunks_url: str | None) -> tuple[str | None
                                      "leave chunks_url out to go on writing there")
         return recorded, False
     return wanted, wanted is not None
-
-
-def _step_number(step) -> int:
-    if step.__class__ is not int:
-        if isinstance(step, bool) or not hasattr(step, "__index__"):
-            raise RecordError(f"step must be an int, not {step!r:.80}")
-        step = int(step)
-    return step

@@ -39,6 +39,9 @@ SUPERVISOR_ENV = "AGENTRL_RUN_SUPERVISOR"  # the pid of the engine process that 
 DB_FILENAME = "agentrl.duckdb"
 TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 STATUSES = ("queued", "running") + TERMINAL_STATUSES
+# Run.finish(status): wandb's words (and a few obvious ones) for the three terminal statuses
+STATUS_WORDS = {"finished": "succeeded", "success": "succeeded", "done": "succeeded", "crashed": "failed",
+                "error": "failed", "killed": "cancelled", "canceled": "cancelled", "stopped": "cancelled"}
 
 
 class RunsDirError(OSError):

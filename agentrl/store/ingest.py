@@ -44,9 +44,11 @@ from agentrl.record.rows import RECORD_SCHEMA_VERSION, conform
 from agentrl.record.rundir import DB_FILENAME, TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
 from agentrl.record.runfiles import RunFileError, read_meta, read_status
 from agentrl.store import decisions
-from agentrl.store.discovery import Cursor, Unit, commit_unit, legacy_units, new_commits, path_signature, replaced_markers
+from agentrl.store.discovery import (Cursor, Unit, commit_unit, legacy_units, mtime_ns, new_commits, path_signature,
+                                     replaced_markers)
 from agentrl.store.loop import BackgroundIngest  # noqa: F401 - the dashboard's loop, imported from here
-from agentrl.store.queries.ledger import aggregate_step_components, aggregate_step_tallies, take_without_rows, upsert_run
+from agentrl.store.queries.ledger import (aggregate_step_components, aggregate_step_tallies, run_labels, take_without_rows,
+                                          upsert_run)
 from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for callers
     StoreDamagedError,
     StoreError,
@@ -73,21 +75,6 @@ class IngestReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     seconds: float = 0.0
     decisions: int = 0  # decisions put back from the decisions log (a rebuilt or deleted store)
-
-
-def _mtime_ns(path: Path) -> int | None:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return None
-
-
-def _labels(meta: dict) -> list:
-    """(project, tags, notes, summary) of run.json, each None unless it has the right shape."""
-    project, tags, notes, summary = (meta.get(k) for k in ("project", "tags", "notes", "summary"))
-    tags = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else None
-    summary = json.dumps(summary, default=str) if isinstance(summary, dict) else None
-    return [project if isinstance(project, str) else None, tags, notes if isinstance(notes, str) else None, summary]
 
 
 def _parse_ts(value) -> datetime | None:
@@ -174,7 +161,7 @@ class Ingestor:
         ended: list[tuple[RunDir, Cursor | None, bool]] = []
         for run in list_run_dirs(self.runs_dir):
             if run.run_id in self._drained:
-                if self._drained[run.run_id] == _mtime_ns(run.status_path):
+                if self._drained[run.run_id] == mtime_ns(run.status_path):
                     continue
                 # status.json changed since: the run was continued (agentrl.init(id=..., resume=...))
                 del self._drained[run.run_id]
@@ -213,7 +200,7 @@ class Ingestor:
                 self._unreachable(run.run_id, error)
                 continue
             if not had_units:
-                self._drained[run.run_id] = _mtime_ns(run.status_path)
+                self._drained[run.run_id] = mtime_ns(run.status_path)
 
     def _bad_run_file(self, run: RunDir, error: RunFileError, report: IngestReport) -> None:
         """Name a damaged run.json or status.json once (again only when the file changes)."""
@@ -263,7 +250,7 @@ class Ingestor:
             meta.get("scorer", config.get("scorer", "")), status.get("status", "queued"), json.dumps(config),
             _parse_ts(meta.get("created_at")) or utc_now(), _parse_ts(status.get("started_at")),
             _parse_ts(status.get("ended_at")), status.get("error"), status.get("pid"), meta.get("total_steps"),
-            str(run.root), version, *_labels(meta)])
+            str(run.root), version, *run_labels(meta)])
         self._run_signatures[run.run_id] = signature
         report.runs_synced += 1
         return True
