@@ -19,12 +19,14 @@ $(RAY_STAMP): $(STAMP) requirements-ray.txt constraints.txt
 	$(BIN)/python -m pip install --quiet -r requirements-ray.txt -c constraints.txt
 	touch $(RAY_STAMP)
 
-$(STAMP): requirements.txt constraints.txt
+$(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first, from the CPU wheel; the constraints file keeps anything else from replacing it
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt
+	# the package itself, editable: `import agentrl` and the `agentrl` command work from any folder
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 # ui.serve guards the server before it listens and prints the link that gives a browser the key.

@@ -9,12 +9,15 @@ The public face, for recording any training script:
 ```python
 import agentrl
 
-with agentrl.init(name="my-grpo", config={"lr": 1e-5}) as run:
-    for step in range(1, 101):
-        ...
-        run.log_trajectories(step, [{"traj_idx": 0, "task_id": "a", "reward": 1.0, "success": True}])
-        run.log_step(step, {"loss": 0.25, "kl": 0.01})
+agentrl.init(project="refunds", name="my-grpo", config={"lr": 1e-5})
+for step in range(1, 101):
+    ...
+    agentrl.log({"loss": 0.25, "kl": 0.01, "reward": 0.8}, step=step)
+agentrl.finish()
 ```
+
+`init` returns a `Run` (`run.log`, `run.log_trajectories`, `run.config`, `run.summary`, `run.finish`);
+`agentrl.Api()` reads runs back as DataFrames, also while the dashboard runs.
 
 A task of your own is an `agentrl.Task` (`agentrl.load_task("path/to/file.py:TASK")` checks one);
 `init` returns `agentrl.record.run.Run`; rows are the record types of `agentrl.record.rows`
@@ -31,6 +34,9 @@ __version__ = "0.1.0"
 
 _PUBLIC = {
     "init": "agentrl.record.api",
+    "log": "agentrl.record.api",
+    "finish": "agentrl.record.api",
+    "Api": "agentrl.store.reader",
     "Run": "agentrl.record.run",
     "StepRecord": "agentrl.record.rows",
     "TrajectoryRecord": "agentrl.record.rows",
@@ -45,7 +51,8 @@ _PUBLIC = {
 __all__ = ["__version__", *_PUBLIC]
 
 if TYPE_CHECKING:  # for readers and type checkers; at run time the names load on first use
-    from agentrl.record.api import init
+    from agentrl.record.api import finish, init, log
+    from agentrl.store.reader import Api
     from agentrl.record.rows import RECORD_SCHEMA_VERSION, EvalRecord, RecordError, StepRecord, TrajectoryRecord
     from agentrl.record.run import Run
     from agentrl.tasks.contract import DecisionPoint, Task, Verdict

@@ -17,14 +17,16 @@ stops at its next step and records itself `cancelled` rather than running on uns
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Callable
 
 from agentrl.record.chunks import list_commits, sweep_uncommitted
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, remove_run_dir, utc_now
+
+logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -60,7 +62,7 @@ def record_exit(run: RunDir, code: int | None, cancelled: bool = False) -> bool 
             written = True
         except OSError as error:  # a full or read-only disk: say it where a person looks
             written = None
-            print(f"agentrl: cannot record how run {run.run_id} ended ({detail}): {error}", file=sys.stderr, flush=True)
+            logger.error("agentrl: cannot record how run %s ended (%s): %s", run.run_id, detail, error)
     sweep_uncommitted(run.root)
     return written
 
@@ -94,9 +96,9 @@ def supervise(run: RunDir, work: Callable[[], object]) -> int:
         except KeyboardInterrupt:
             code = 130
         except OSError as error:  # the machine's fault (a full disk, a permission): one line, not a traceback
-            print(f"error: run {run.run_id}: {error}", file=sys.stderr)
-        except BaseException:
-            traceback.print_exc()
+            logger.error("error: run %s: %s", run.run_id, error)
+        except BaseException as error:
+            logger.error("error: run %s failed: %s: %s", run.run_id, type(error).__name__, error, exc_info=True)
         finally:
             try:
                 sys.stdout.flush()
@@ -132,5 +134,5 @@ def supervise(run: RunDir, work: Callable[[], object]) -> int:
     elif recorded is None and not list_commits(run.root):
         # It could neither run nor say so (a full disk): leave no run folder that says nothing.
         remove_run_dir(run)
-        print(f"error: run {run.run_id} could not start, and its folder {run.root} was removed", file=sys.stderr, flush=True)
+        logger.error("error: run %s could not start, and its folder %s was removed", run.run_id, run.root)
     return code if code is not None else 1

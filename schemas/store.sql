@@ -20,6 +20,12 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 -- Stores made before the column existed get it here (idempotent).
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS record_schema_version INTEGER;
+-- What a script gave agentrl.init (wandb's and Trackio's words): a project, tags, notes, and the
+-- summary it kept (the latest value of each metric, and what it set).
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS project VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS tags VARCHAR[];
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS notes VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS summary JSON;
 
 -- One row per training round / optimiser step, numbered from 1.
 CREATE TABLE IF NOT EXISTS steps (

@@ -43,7 +43,7 @@ class Plan:
     def quick(cls) -> Plan:
         return cls(Shape(runs=4, steps=200, per_step=32, steps_per_commit=25), (100, 1_000), 5, 10, {
             "ingest_rate.py": ["--chunks", "10", "--rows", "500", "--sample", "200"],
-            "write_path.py": ["--steps", "10", "--fresh-steps", "4"],
+            "write_path.py": ["--steps", "10", "--fresh-steps", "4", "--new-runs", "2"],
             "fleet.py": ["--rounds", "1", "--workers", "1", "2"]})
 
 

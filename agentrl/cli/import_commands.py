@@ -26,6 +26,8 @@ def cmd_import_trackio(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     for name, run_id, steps, completions in report.imported:
         print(f"imported {name}: {steps} steps, {completions} completions -> {run_id}")
+    for name, run_id, steps, completions in report.followed:
+        print(f"followed {name}: {steps} new steps, {completions} completions -> {run_id}")
     for name, run_id in report.already:
         print(f"skipped {name}: already imported as {run_id}")
     if report.skipped_values:
@@ -33,7 +35,7 @@ def cmd_import_trackio(args: argparse.Namespace) -> int:
     if report.bad_rows:
         print(f"left out {report.bad_rows} rows whose step is not a whole number from 0 to 2147483647 or whose "
               "metrics are not JSON text")
-    if not report.imported and not report.already and not report.refused:
+    if not report.imported and not report.already and not report.refused and not report.followed:
         print("the project has no runs")
     try:
         ingested = ingest_once(runs_dir, wait_s=0.0)

@@ -1,4 +1,5 @@
-"""Commands about runs: `train` (one run in the foreground), `runs`, `presets`, `export-schema`."""
+"""Commands about runs: `train` (one run in the foreground), `runs`, `cancel`, `dashboard`, `presets`,
+`export-schema`."""
 
 from __future__ import annotations
 
@@ -33,6 +34,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     runs = sub.add_parser("runs", help="list runs with their status, newest first")
     add_runs_dir(runs)
     runs.set_defaults(func=cmd_runs)
+
+    cancel = sub.add_parser("cancel", help="ask a run to stop (as the Live page's Cancel does) and wait for it to end")
+    cancel.add_argument("run_id", help="the run's id (see `agentrl runs`)")
+    add_runs_dir(cancel)
+    cancel.add_argument("--grace", type=float, default=None,
+                        help="seconds the run has to stop on its own before its process is killed (default 10)")
+    cancel.add_argument("--no-wait", action="store_true",
+                        help="only ask: return at once (the dashboard, or a later `agentrl runs`, enforces the grace period)")
+    cancel.set_defaults(func=cmd_cancel)
+
+    dashboard = sub.add_parser("dashboard", help="start the dashboard on the runs directory of this folder (as `make run` does)")
+    add_runs_dir(dashboard)
+    dashboard.add_argument("--port", type=int, default=8501, help="the port to serve on (default 8501)")
+    dashboard.set_defaults(func=cmd_dashboard)
 
     presets = sub.add_parser("presets", help="list the built-in presets")
     presets.set_defaults(func=cmd_presets)
@@ -125,6 +140,73 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for row in rows:
         print("  ".join(str(v).ljust(w) for v, w in zip(row[:4], widths)) + (f"  {row[4]}" if row[4] else ""))
     return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """Write the run's stop file; a run honours it between steps (a script recording through
+    `agentrl.init` is interrupted as by Ctrl-C). Then wait: once the grace period has passed,
+    the run's process group is killed and the run marked cancelled."""
+    import time
+
+    from agentrl.launcher import CANCEL_GRACE_S, Launcher
+    from agentrl.record.rundir import TERMINAL_STATUSES
+    from agentrl.record.runfiles import RunFileError, read_status
+
+    runs_dir = runs_dir_of(args)
+    grace = CANCEL_GRACE_S if args.grace is None else args.grace
+    if not grace >= 0:
+        raise UsageError(f"--grace must be a number of seconds, 0 or more, not {args.grace}")
+    run = RunDir(runs_dir / args.run_id)
+    if "/" in args.run_id or args.run_id in ("", ".", "..") or not run.meta_path.is_file():
+        raise UsageError(f"no run {args.run_id!r} in {runs_dir} (see `agentrl runs --runs-dir {runs_dir}`)")
+    try:
+        status = (read_status(run) or {}).get("status")
+    except RunFileError as error:
+        raise UsageError(str(error)) from None
+    if status in TERMINAL_STATUSES:
+        print(f"run {args.run_id} already ended: {status}")
+        return 0
+    launcher = Launcher(runs_dir)
+    launcher.cancel(args.run_id)
+    if args.no_wait:
+        print(f"asked run {args.run_id} to stop; it stops at its next step")
+        return 0
+    print(f"asked run {args.run_id} to stop; waiting up to {grace:g}s before killing it", flush=True)
+    deadline = time.monotonic() + grace + 5.0
+    while time.monotonic() < deadline:
+        launcher.reconcile(grace_s=grace)  # kills it once the grace period has passed, and marks it
+        status = (run.status() or {}).get("status")
+        if status in TERMINAL_STATUSES:
+            error = (run.status() or {}).get("error")
+            print(f"run {args.run_id} {status}" + (f": {error}" if error else ""))
+            return 0
+        time.sleep(0.2)
+    print(f"run {args.run_id} has not ended yet; its stop file stays, and `agentrl runs` will mark it once it has")
+    return 1
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """`streamlit run app.py` from the project's folder (its .streamlit/config.toml applies), on the
+    runs directory of the folder the command was given in, not the project's."""
+    import subprocess
+
+    from agentrl.paths import PROJECT_ROOT
+    from agentrl.record.rundir import RUNS_DIR_ENV
+
+    app = PROJECT_ROOT / "app.py"
+    if not app.is_file():
+        raise UsageError(f"no dashboard beside this agentrl ({app} is missing): install it from a checkout with `pip install -e`")
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be between 1 and 65535, not {args.port}")
+    runs_dir = ensure_writable(runs_dir_of(args)).resolve()
+    env = dict(os.environ, **{RUNS_DIR_ENV: str(runs_dir)})
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    print(f"agentrl dashboard on http://127.0.0.1:{args.port} (runs in {runs_dir})", flush=True)
+    try:
+        return subprocess.call([sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port)],
+                               cwd=PROJECT_ROOT, env=env)
+    except KeyboardInterrupt:
+        return 130
 
 
 def cmd_presets(args: argparse.Namespace) -> int:

@@ -50,6 +50,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not os.access(runs_dir, os.W_OK):
         raise RunsDirError(f"runs directory {str(runs_dir)!r} is read-only; ingest writes {DB_FILENAME} there. "
                            f"Read what is stored with `python -m agentrl export`, or ingest a writable copy")
+    from agentrl.launcher import Launcher
+
+    # A run whose process died without a final status (SIGKILL, the OOM killer) is marked so first,
+    # with how it ended, as the dashboard does on its every tick.
+    Launcher(runs_dir).reconcile()
     con = connect(runs_dir)
     try:
         report = Ingestor(con, runs_dir).ingest()  # names each skipped file on stderr as it goes

@@ -6,7 +6,8 @@ column per reward function, the columns reward functions added with `log_extra`,
 `advantage`. Prompt and completion are text, or chat messages (with `tool_calls` and `tool`
 replies when the model called tools). A row becomes a `trajectories` row: the transcript as
 text, each tool call as an action (the text it answered as its state), every reward function's
-value as a component, the weighted total as the reward, the advantage, and the other columns
+value as a component, the weighted total as the reward (a `reward` column, as a table a user
+logs to Trackio may have, is the reward itself), the advantage, and the other columns
 as `extras` (a `log_extra` column named `success`, `violation`, `eligible`, `vetoed` or
 `task_id` also fills that field). Imports nothing heavy: the TRL callback and the Trackio
 importer both use it.
@@ -20,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-BASE_COLUMNS = ("step", "prompt", "completion", "advantage")
+BASE_COLUMNS = ("step", "prompt", "completion", "advantage", "reward")
 FLAG_COLUMNS = ("success", "violation", "duplicate_effect", "eligible", "vetoed")
 STATE_CHARS = 200  # a state is the text a tool call answered; long texts are cut to this
 
@@ -76,13 +77,15 @@ def completion_rows(step: int, table: Sequence[Mapping[str, Any]], rewards: Sequ
     """The trajectory rows (dicts for `Run.log_trajectories`) of one step's completions.
 
     `rewards` names the reward columns (see `reward_names`); `weights` are TRL's
-    `reward_weights` (default 1 each). The reward is TRL's: the weighted sum of the functions
-    that returned a value (a None is left out, as TRL's nansum leaves it)."""
+    `reward_weights` (default 1 each). The reward is a row's own `reward` column when it has a
+    number there, else TRL's: the weighted sum of the functions that returned a value (a None is
+    left out, as TRL's nansum leaves it)."""
     weights = list(weights) if weights and len(weights) == len(rewards) else [1.0] * len(rewards)
     rows = []
     for i, record in enumerate(table):
         components = {name: float(record[name]) for name in rewards if _number(record.get(name))}
-        reward = sum(w * components[name] for name, w in zip(rewards, weights) if name in components)
+        reward = float(record["reward"]) if _number(record.get("reward")) and "reward" not in rewards else \
+            sum(w * components[name] for name, w in zip(rewards, weights) if name in components)
         states, actions = tool_steps(record.get("prompt"), record.get("completion"))
         prompt, completion = text_of(record.get("prompt")), text_of(record.get("completion"))
         extras = {str(k): v for k, v in record.items() if k not in BASE_COLUMNS and k not in rewards}

@@ -15,7 +15,9 @@ UTF-8), a value too large for a float. A run whose rows the record still refuses
 and named, and the project's other runs are imported.
 
 Each Trackio run becomes one agentrl run of kind `script` with a run id made from the project,
-the run's name and its Trackio id, so importing a project again adds only runs not seen before.
+the run's name and its Trackio id, so importing a project again adds only what is new: runs not
+seen before, and the steps a run imported before has logged since (a run Trackio continued,
+`resume="must"`), which continue that agentrl run.
 Steps keep their numbers and times. System metrics (machine-wide, not the run's process tree)
 are not imported.
 """
@@ -38,7 +40,7 @@ from agentrl.integrations.completions import completion_rows, reward_names
 from agentrl.record.api import SCRIPT_KIND
 from agentrl.record.checks import RecordError
 from agentrl.record.run import Run
-from agentrl.record.rundir import create_run_dir, ensure_writable, iso, utc_now
+from agentrl.record.rundir import RunDir, create_run_dir, ensure_writable, iso, utc_now
 
 TABLE_TYPE = "trackio.table"
 SPECIALS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}  # how Trackio stores non-finite floats
@@ -72,6 +74,7 @@ class ImportReport:
     imported: list[tuple[str, str, int, int]] = field(default_factory=list)  # (name, run id, steps, completions)
     already: list[tuple[str, str]] = field(default_factory=list)  # (name, run id)
     refused: list[tuple[str, str]] = field(default_factory=list)  # (name, why): runs the record refused, not imported
+    followed: list[tuple[str, str, int, int]] = field(default_factory=list)  # (name, run id, new steps, completions)
     skipped_values: int = 0
     bad_rows: int = 0
 
@@ -189,8 +192,16 @@ def import_project(db_path: str | Path, runs_dir: Path) -> ImportReport:
     report = ImportReport()
     for run in runs:
         run_id = run_id_for(project, run)
-        if (Path(runs_dir) / run_id).exists():
-            report.already.append((run.name, run_id))
+        run_dir = RunDir(Path(runs_dir) / run_id)
+        if run_dir.root.exists():
+            last = _imported_through(run_dir)
+            new = [s for s in run.steps if last is not None and s.step > last]
+            if not new:
+                report.already.append((run.name, run_id))
+                continue
+            completions = _write_steps(run_dir, run, new, continues=True)
+            report.followed.append((run.name, run_id, len(new), completions))
+            report.skipped_values += sum(s.skipped for s in new)
             continue
         report.bad_rows += run.bad_rows
         try:
@@ -204,6 +215,17 @@ def import_project(db_path: str | Path, runs_dir: Path) -> ImportReport:
     return report
 
 
+IMPORTED_STEP = "trackio_imported_step"  # run.json: the last Trackio step this run holds
+
+
+def _imported_through(run_dir: RunDir) -> int | None:
+    """The last Trackio step the agentrl run holds (runs imported before this was kept: status.json's
+    step); None when it cannot be told, and nothing is added."""
+    meta, status = run_dir.meta() or {}, run_dir.status() or {}
+    last = meta.get(IMPORTED_STEP, status.get("step"))
+    return last if isinstance(last, int) and not isinstance(last, bool) else None
+
+
 def _import_run(project: str, run: TrackioRun, runs_dir: Path, run_id: str, source: str) -> int:
     config = {k: v for k, v in run.config.items() if not k.startswith("_")}
     trackio_fields = {k.lstrip("_").lower(): v for k, v in run.config.items() if k.startswith("_")}
@@ -212,10 +234,19 @@ def _import_run(project: str, run: TrackioRun, runs_dir: Path, run_id: str, sour
             "created_at": iso(started), "total_steps": len(run.steps) or None,
             "config": {**config, "trackio": {"project": project, "run_id": run.key, "file": source, **trackio_fields}}}
     run_dir = create_run_dir(runs_dir, run_id, meta)
+    return _write_steps(run_dir, run, run.steps, continues=False)
+
+
+def _write_steps(run_dir: RunDir, run: TrackioRun, steps: list[TrackioStep], continues: bool) -> int:
+    """Write `steps` of `run` into the agentrl run (continuing it when it holds earlier steps);
+    returns how many completions became trajectories."""
+    config = {k: v for k, v in run.config.items() if not k.startswith("_")}
+    started = run.created_at or next((s.timestamp for s in run.steps if s.timestamp), None)
     completions = 0
+    before = run_dir.status() or {}
     # The rows are from another process and time: no hardware samples of this one.
-    with Run(run_dir, total_steps=len(run.steps) or None, hardware=False) as writer:
-        for step in run.steps:
+    with Run(run_dir, total_steps=len(run.steps) or None, hardware=False, continues=continues) as writer:
+        for step in steps:
             rows = []
             names = reward_names(step.metrics)
             weights = _reward_weights(config, len(names))
@@ -232,11 +263,12 @@ def _import_run(project: str, run: TrackioRun, runs_dir: Path, run_id: str, sour
                     metrics["mean_reward"] = metrics[key]
                     break
             elapsed = (step.timestamp - started).total_seconds() if step.timestamp and started else None
-            writer.log("steps", [{"step": step.step, "metrics": metrics, "ts": step.timestamp or started or utc_now(),
-                                  "elapsed_s": elapsed}])
+            writer.log_rows("steps", [{"step": step.step, "metrics": metrics, "ts": step.timestamp or started or utc_now(),
+                                       "elapsed_s": elapsed}])
             writer.step = step.step
         writer.finish("succeeded")
     ended = next((s.timestamp for s in reversed(run.steps) if s.timestamp), None)
+    run_dir.update_meta(**{IMPORTED_STEP: steps[-1].step if steps else before.get("step", 0)}, total_steps=len(run.steps) or None)
     run_dir.update_status(started_at=iso(started), ended_at=iso(ended or started), pid=None, create_time=None)
     return completions
 

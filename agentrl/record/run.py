@@ -27,8 +27,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -53,68 +53,23 @@ from agentrl.record.rows import (
     StepRecord,
     TrajectoryRecord,
     check_shape,
-    clean_metrics,
     normalize,
 )
-from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, iso, utc_now, write_json_atomic
+from agentrl.record.metrics import flat_metrics
+from agentrl.record.runinfo import SavedDict
+from agentrl.record.steplog import StepLog, step_number
+from agentrl.record.stopping import RunCancelled, StopFlag, StopInterrupts  # noqa: F401 - RunCancelled re-exported
+from agentrl.record.tally import TRAJ_INDEX, StepTally
+from agentrl.record.rundir import STATUS_WORDS, TERMINAL_STATUSES, RunDir, iso, utc_now, write_json_atomic
 
+logger = logging.getLogger(__name__)
 
-class StopFlag:
-    """Set by SIGTERM/SIGINT (when the run installs handlers) or by the stop file; read between steps."""
-
-    def __init__(self, run: RunDir):
-        self.run = run
-        self.signalled = False
-        self.lost: str | None = None  # "run.json was removed at step 11": the run stops and ends failed
-
-    def __call__(self) -> bool:
-        return self.signalled or self.lost is not None or self.run.stop_requested()
-
-    def install(self) -> None:
-        def handler(signum, frame):
-            self.signalled = True
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
-
-
-_TRAJ = {name: i for i, name in enumerate(FIELD_NAMES["trajectories"])}
 # Per table: (keys a dict row may have, keys it must have), and the same when the call gives the step.
 _KEYS = {table: (frozenset(names) | {"run_id"}, frozenset(REQUIRED_FIELDS[table])) for table, names in FIELD_NAMES.items()}
 _KEYS_STEP_GIVEN = {table: (allowed, required - {"step"}) for table, (allowed, required) in _KEYS.items()}
-_FLAGS = (("success", "success_rate"), ("violation", "violation_rate"), ("duplicate_effect", "duplicate_rate"))
 
 
-class _StepTally:
-    """What a step's trajectory rows add up to, gathered in the flusher for a step row that
-    leaves its rates out (a user's `log_step(step, metrics)`)."""
-
-    __slots__ = ("n", "reward", "vetoed", "transitions", "flags", "seen")
-
-    def __init__(self):
-        self.n, self.reward, self.vetoed, self.transitions = 0, 0.0, 0, 0
-        self.flags = dict.fromkeys([name for name, _ in _FLAGS], 0)
-        self.seen: set[str] = set()  # flags some row gave (a rate of flags nobody set would read 0%)
-
-    def add(self, values: tuple, given: Iterable[str]) -> None:
-        self.n += 1
-        self.reward += values[_TRAJ["reward"]]
-        self.vetoed += bool(values[_TRAJ["vetoed"]])
-        self.transitions += len(values[_TRAJ["actions"]])
-        for name, _ in _FLAGS:
-            self.flags[name] += bool(values[_TRAJ[name]])
-        self.seen.update(given)
-
-    def fill(self, row: dict) -> None:
-        row.setdefault("mean_reward", self.reward / self.n)
-        row.setdefault("vetoed", self.vetoed)
-        row.setdefault("transitions", self.transitions)
-        for name, rate in _FLAGS:
-            if name in self.seen:
-                row.setdefault(rate, self.flags[name] / self.n)
-
-
-class Run:
+class Run(StepLog, StopInterrupts):
     """One run's writer; use it as a context manager around the run's work, or end it with `finish`.
 
     `handle_signals=True` (our engines, in a process of their own) turns SIGTERM/SIGINT into a
@@ -130,9 +85,18 @@ class Run:
     def __init__(self, run_dir: RunDir, total_steps: int | None = None, step_delay: float = 0.0,
                  handle_signals: bool = False, before_close: Callable[[Run], None] | None = None,
                  flush_interval: float | None = None, supervised: bool = False, close_at_exit: bool = False,
-                 hardware: bool = True, chunks_url: str | None = None):
+                 hardware: bool = True, chunks_url: str | None = None, config_key: str = "config",
+                 continues: bool = False):
         self.dir = run_dir
         self.run_id = run_dir.run_id
+        meta = run_dir.meta() or {}
+        self.name: str = meta.get("name") or self.run_id
+        self.project: str | None = meta.get("project")
+        self.tags: list[str] = list(meta.get("tags") or [])
+        self.notes: str | None = meta.get("notes")
+        # run.config and run.summary: dicts that keep run.json up to date (agentrl.record.runinfo)
+        self.config = SavedDict(meta.get(config_key) or {}, lambda values: run_dir.update_meta(**{config_key: dict(values)}))
+        self.summary = SavedDict(meta.get("summary") or {}, lambda values: run_dir.update_meta(summary=dict(values)))
         self.total_steps = total_steps
         self.step_delay = step_delay
         self.supervised = supervised
@@ -156,7 +120,16 @@ class Run:
         self._refused_lock = threading.Lock()
         self._files_lock = threading.Lock()  # the caller's step and the flusher's tick both look for run.json
         self._meta: dict | None = None
-        self._tallies: dict[int, _StepTally] = {}
+        self._tallies: dict[int, StepTally] = {}
+        self._last_step = 0  # the highest step whose row was handed to the writer
+        self._open_step: int | None = None  # a step `log` keeps open for more metrics ...
+        self._open_metrics: dict = {}  # ... and what it has so far
+        self._open_implicit = False  # it was opened by log(commit=False) without a step
+        self._step_lock = threading.RLock()  # guards the open step
+        # A script's own run (agentrl.init, not under the script engine, which stops its command itself)
+        self._interrupt_on_stop = close_at_exit and not supervised
+        self._stop_seen_at: float | None = None
+        self._cancel_pending = False
         # First the writer, which claims the folder: a second writer fails here, before it touches the status.
         kwargs = {} if flush_interval is None else {"interval": flush_interval}
         location, record = _chunk_location(run_dir, chunks_url)
@@ -167,23 +140,33 @@ class Run:
         if record:  # before the first flush lands: the store reads run.json to find the chunks
             run_dir.update_meta(chunks_url=location)
         self._meta = run_dir.meta()  # put back if someone removes run.json mid-run (`_check_files`)
+        if continues:  # a resumed run: its steps go on from the last one it recorded
+            last = (run_dir.status() or {}).get("step")
+            self.step = self._last_step = last if last.__class__ is int and last > 0 else 0
         if supervised:
-            fields = {"writer_pid": os.getpid(), "step": 0}
+            fields = {"writer_pid": os.getpid(), "step": self.step}
         else:
             fields = {"status": "running", "pid": os.getpid(), "create_time": psutil.Process().create_time(),
-                      "started_at": iso(utc_now()), "step": 0, "error": None}
+                      "started_at": iso(utc_now()), "step": self.step, "error": None, "ended_at": None}
         run_dir.update_status(**fields, total_steps=total_steps if total_steps is not None else (run_dir.status() or {}).get("total_steps"))
         if close_at_exit:
             atexit.register(self._close_at_exit)
 
+
     # -- what a run logs ------------------------------------------------------------------------
 
-    def log(self, table: str, rows: Iterable, step: int | None = None) -> None:
+    def log_rows(self, table: str, rows: Iterable, step: int | None = None) -> None:
         """Rows of any chunk table, as records or dicts of their fields. A record was checked when
         it was made; a dict's keys are checked here and its values in the flusher (a wrong value
-        is raised by the next call). `step` fills a dict row's step and must equal a row's own."""
-        if self._refused:
-            self._raise_refused()
+        is raised by the next call, after that call's own rows are taken). `step` fills a dict
+        row's step and must equal a row's own."""
+        if self._closed:
+            raise self._finished_error()
+        if self._cancel_pending:
+            raise self._cancelled()
+        if table not in RECORD_TYPES:
+            raise RecordError(f"no table {table!r}; the tables are {', '.join(RECORD_TYPES)} "
+                              "(to log metrics, pass a dict: run.log({'loss': 0.25}))")
         record_type = RECORD_TYPES[table]
         allowed, required = _KEYS[table] if step is None else _KEYS_STEP_GIVEN[table]
         buffered = []
@@ -197,6 +180,8 @@ class Run:
                 row = {**row, "step": step} if step is not None else dict(row)
             buffered.append(row)
         self.writer.append(table, buffered)
+        if self._refused:  # an earlier row's fault, raised once this call's own rows are taken
+            self._raise_refused()
 
     def log_trajectories(self, step_or_rows: int | Iterable, rows: Iterable | None = None) -> None:
         """`log_trajectories(step, rows)`: a step's trajectories (TrajectoryRecord or dicts of its
@@ -204,9 +189,9 @@ class Run:
         so its row can take its rates from them. `log_trajectories(records)` takes typed rows that
         carry their step."""
         if rows is None:
-            self.log("trajectories", step_or_rows)
+            self.log_rows("trajectories", step_or_rows)
         else:
-            self.log("trajectories", rows, step=_step_number(step_or_rows))
+            self.log_rows("trajectories", rows, step=step_number(step_or_rows))
 
     def log_step(self, step: int | StepRecord, metrics: Mapping | None = None) -> None:
         """A finished step: `log_step(step, metrics)` with a dict of numbers by name, or a
@@ -217,6 +202,10 @@ class Run:
         step's metrics map (None and NaN left out). Columns neither gives are taken from the
         trajectories logged for this step: mean reward, vetoed, transitions, and the rate of each
         flag (success, violation, duplicate_effect) the rows set."""
+        if self._closed:
+            raise self._finished_error()
+        if self._cancel_pending:
+            raise self._cancelled()
         if isinstance(step, StepRecord):
             if metrics is not None:
                 raise RecordError("log_step(StepRecord) takes no metrics; put them in its `metrics` field")
@@ -224,20 +213,31 @@ class Run:
             if record.ts is None or record.elapsed_s is None:
                 record = dataclasses.replace(record, ts=record.ts or utc_now(), elapsed_s=record.elapsed_s
                                              if record.elapsed_s is not None else time.monotonic() - self._started)
-            self._raise_refused()
-            self.writer.append("steps", [record])
+            with self._step_lock:
+                self._emit_open_step()
+                self.writer.append("steps", [record])
             number = record.step
         else:
-            if self._refused:
-                self._raise_refused()
-            number = step if step.__class__ is int else _step_number(step)
+            number = step if step.__class__ is int else step_number(step)
             if metrics is not None and not isinstance(metrics, Mapping):
                 raise RecordError(f"steps: metrics must be a dict of numbers by name, not {type(metrics).__name__}")
             # The metrics are copied (the caller may reuse its dict) and checked in the flusher.
-            self.writer.append("steps", [{"step": number, "metrics": dict(metrics) if metrics else {},
-                                          "ts": utc_now(), "elapsed_s": time.monotonic() - self._started}])
+            metrics = dict(metrics) if metrics else {}
+            with self._step_lock:
+                if self._open_step is not None:  # a step `log` left open: this one merges into it or follows it
+                    if self._open_step == number:
+                        metrics = {**self._open_metrics, **metrics}
+                        self._open_step, self._open_metrics = None, {}
+                    else:
+                        self._emit_open_step()
+                self.writer.append("steps", [{"step": number, "metrics": metrics,
+                                              "ts": utc_now(), "elapsed_s": time.monotonic() - self._started}])
         self.step = number
+        if number > self._last_step:
+            self._last_step = number
         self.writer.flush_soon()
+        if self._refused:  # an earlier row's fault, raised once this step is taken
+            self._raise_refused()
 
     def log_action_probs(self, step: int, state: str, distribution: Mapping[str, float]) -> None:
         self.writer.append("action_probs", [ActionProbRecord(step, state, action, float(p)) for action, p in distribution.items()])
@@ -246,9 +246,9 @@ class Run:
         """`log_evals(step, rows)`: greedy evaluation episodes (EvalRecord or dicts with split,
         task_id, actions, success, violation); `log_evals(records)` takes typed rows."""
         if rows is None:
-            self.log("evals", step_or_rows)
+            self.log_rows("evals", step_or_rows)
         else:
-            self.log("evals", rows, step=_step_number(step_or_rows))
+            self.log_rows("evals", rows, step=step_number(step_or_rows))
 
     def log_ladder(self, stage: str, table: Mapping[str, Mapping[str, float]], labels: Iterable[tuple[str, str]] = ()) -> None:
         """A rung of the imitation ladder: the policy at every state, and the labels that made it."""
@@ -258,7 +258,7 @@ class Run:
                                                 for i, (state, action) in enumerate(labels)])
 
     def log_budget(self, rows: Iterable[BudgetRecord]) -> None:
-        self.log("budgets", rows)
+        self.log_rows("budgets", rows)
 
     def step_done(self, step: int) -> None:
         """A step's rows are logged: ask for them to reach the store soon, then pause `step_delay`
@@ -310,7 +310,7 @@ class Run:
                     kept.append(values)
                 else:
                     if table == "trajectories" and row.__class__ is TrajectoryRecord:
-                        self._tally(tuple(getattr(row, name) for name in FIELD_NAMES["trajectories"]), _TRAJ)
+                        self._tally(tuple(getattr(row, name) for name in FIELD_NAMES["trajectories"]), TRAJ_INDEX)
                     elif table == "steps" and row.__class__ is StepRecord:
                         self._forget_tallies(row.step)
                     kept.append(row)
@@ -319,10 +319,10 @@ class Run:
         return prepared
 
     def _tally(self, values: tuple, given: Iterable[str]) -> None:
-        step = values[_TRAJ["step"]]
+        step = values[TRAJ_INDEX["step"]]
         tally = self._tallies.get(step)
         if tally is None:
-            tally = self._tallies[step] = _StepTally()
+            tally = self._tallies[step] = StepTally()
         tally.add(values, given)
 
     def _forget_tallies(self, step: int) -> None:
@@ -334,11 +334,16 @@ class Run:
         """A dict step row with its metrics cleaned, metric names that are columns moved to them,
         and the columns neither gave filled from its trajectories."""
         row = dict(row)
-        metrics = dict(row.pop("metrics", None) or {})
+        metrics, bad = flat_metrics(row.pop("metrics", None) or {})
         for name in STEP_FIELDS_IN_METRICS:
-            if name in metrics and name not in row:
-                row[name] = metrics.pop(name)
-        row["metrics"] = clean_metrics(metrics)
+            if name in metrics:
+                value = metrics.pop(name)
+                row.setdefault(name, value)
+        row["metrics"] = metrics
+        if bad:  # the step keeps every metric that fits; what did not is said on the next call
+            with self._refused_lock:
+                self._refused.append(RecordError(f"steps: {bad[0]} (logged with step {row.get('step')})"
+                                                 + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")))
         step = row.get("step")
         if step.__class__ is int:
             tally = self._tallies.get(step)
@@ -370,10 +375,12 @@ class Run:
         self.writer.append("hardware", [HardwareRecord(ts=utc_now(), step=self.step, **sample)])
 
     def _tick(self) -> None:
-        """Once a second, in the flusher: a hardware sample, and status.json's step when it moved."""
+        """Once a second, in the flusher: a hardware sample, status.json's step when it moved, and
+        for a script's own run (`agentrl.init`) a stop request it has not honoured (`agentrl cancel`)."""
         self._check_files()
         self.sample_hardware()
         self._write_step()
+        self._watch_stop()
 
     def _check_files(self) -> None:
         """run.json or the whole run folder removed under the running run: the run stops at its
@@ -402,11 +409,30 @@ class Run:
 
     # -- the end ----------------------------------------------------------------------------------
 
-    def finish(self, status: str = "succeeded", error: str | None = None) -> None:
-        """End the run: flush everything, then record `status` (succeeded, failed or cancelled)
-        and `error`. Raises RecordError afterwards if rows were left out since the last call."""
+    @property
+    def id(self) -> str:
+        """The run's id (wandb's and Trackio's name for it): its folder's name, and `run_id` in the store."""
+        return self.run_id
+
+    def finish(self, status: str | None = None, error: str | None = None, *, exit_code: int | None = None,
+               quiet: bool | None = None) -> None:
+        """End the run: flush everything, then record `status` and `error`. `status`: succeeded
+        (the default), failed or cancelled, or wandb's words for them (finished, crashed, killed);
+        `exit_code` (wandb's): 0 succeeded, anything else failed. Finishing twice does nothing.
+        Raises RecordError afterwards if rows were left out since the last call."""
+        if exit_code is not None:
+            if exit_code.__class__ is not int:
+                raise ValueError(f"finish(exit_code={exit_code!r}): an int, 0 for success")
+            if status is None:
+                status = "succeeded" if exit_code == 0 else "failed"
+            if exit_code != 0 and error is None:
+                error = f"exit code {exit_code}"
+        status = STATUS_WORDS.get(status, status) if status is not None else "succeeded"
         if status not in TERMINAL_STATUSES:
-            raise ValueError(f"finish(status={status!r}): use one of {list(TERMINAL_STATUSES)}")
+            raise ValueError(f"finish(status={status!r}): use one of {list(TERMINAL_STATUSES)} "
+                             f"(or {', '.join(w for w in STATUS_WORDS if w not in TERMINAL_STATUSES)})")
+        if self._closed:
+            return
         self.status, self.error, self._finished = status, error, True
         self.close()
         self._raise_refused()
@@ -419,6 +445,13 @@ class Run:
         atexit.unregister(self._close_at_exit)
         self._check_files()
         errors = []
+        with self._step_lock:  # the step `log` kept open for more metrics
+            self._emit_open_step()
+        if self.summary:
+            try:
+                self.dir.update_meta(summary=dict(self.summary))
+            except (OSError, TypeError, ValueError) as error:
+                errors.append(f"the summary could not be written: {error}")
         for last in (self.sample_hardware, (lambda: self.before_close(self)) if self.before_close else None):
             if last is None:
                 continue
@@ -444,7 +477,7 @@ class Run:
         try:
             self.dir.update_status(**fields)
         except OSError as error:  # nothing more can be recorded; say it where a person looks
-            print(f"agentrl: cannot write the final status of {self.run_id}: {error}", flush=True)
+            logger.error("agentrl: cannot write the final status of %s: %s", self.run_id, error)
         else:
             if self.stop.lost is not None:
                 self._put_back_meta()
@@ -462,7 +495,8 @@ class Run:
 
     def _fail_with(self, exc_type: type, exc: BaseException) -> None:
         if issubclass(exc_type, KeyboardInterrupt):
-            self.status, self.error = "cancelled", "interrupted (Ctrl-C)"
+            self.status, self.error = "cancelled", ("cancelled; a stop was asked for (agentrl cancel or the Live page)"
+                                                    if self._stop_seen_at is not None else "interrupted (Ctrl-C)")
         else:
             self.status, self.error = "failed", f"{exc_type.__name__}: {exc}"
 
@@ -495,11 +529,3 @@ def _chunk_location(run_dir: RunDir, chunks_url: str | None) -> tuple[str | None
                                      "leave chunks_url out to go on writing there")
         return recorded, False
     return wanted, wanted is not None
-
-
-def _step_number(step) -> int:
-    if step.__class__ is not int:
-        if isinstance(step, bool) or not hasattr(step, "__index__"):
-            raise RecordError(f"step must be an int, not {step!r:.80}")
-        step = int(step)
-    return step

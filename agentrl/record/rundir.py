@@ -40,6 +40,9 @@ SUPERVISOR_ENV = "AGENTRL_RUN_SUPERVISOR"  # the pid of the engine process that 
 DB_FILENAME = "agentrl.duckdb"
 TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 STATUSES = ("queued", "running") + TERMINAL_STATUSES
+# Run.finish(status): wandb's words (and a few obvious ones) for the three terminal statuses
+STATUS_WORDS = {"finished": "succeeded", "success": "succeeded", "done": "succeeded", "crashed": "failed",
+                "error": "failed", "killed": "cancelled", "canceled": "cancelled", "stopped": "cancelled"}
 
 
 class RunsDirError(OSError):
@@ -203,12 +206,13 @@ def remove_run_dir(run: RunDir) -> None:
 
 
 def new_run(runs_dir: Path, name: str, kind: str, scorer: str, config: dict[str, Any],
-            total_steps: int | None = None) -> RunDir:
-    """A new run's folder: run.json (who it is, with its config) and a `queued` status.json."""
+            total_steps: int | None = None, **labels: Any) -> RunDir:
+    """A new run's folder: run.json (who it is, with its config, and `labels` such as project,
+    tags and notes) and a `queued` status.json."""
     ensure_writable(runs_dir)
     run_id = new_run_id(name)
     meta = {"run_id": run_id, "name": name, "kind": kind, "scorer": scorer, "created_at": iso(utc_now()),
-            "total_steps": total_steps, "config": config}
+            "total_steps": total_steps, "config": config, **labels}
     return create_run_dir(Path(runs_dir), run_id, meta)
 
 

@@ -92,3 +92,10 @@ def path_signature(path: Path) -> tuple[int | None, int | None]:
     except OSError:
         return (None, None)
     return (stat.st_size, stat.st_mtime_ns)
+
+
+def mtime_ns(path: Path) -> int | None:
+    try:
+        return Path(path).stat().st_mtime_ns
+    except OSError:
+        return None

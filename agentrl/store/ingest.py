@@ -27,8 +27,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import logging
 import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,7 +45,8 @@ from agentrl.record.rows import RECORD_SCHEMA_VERSION, conform
 from agentrl.record.rundir import DB_FILENAME, TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
 from agentrl.record.runfiles import RunFileError, read_meta, read_status
 from agentrl.store import decisions
-from agentrl.store.discovery import Cursor, Unit, commit_unit, legacy_units, new_commits, path_signature, replaced_markers
+from agentrl.store.discovery import (Cursor, Unit, commit_unit, legacy_units, mtime_ns, new_commits, path_signature,
+                                     replaced_markers)
 from agentrl.store.loop import BackgroundIngest  # noqa: F401 - the dashboard's loop, imported from here
 from agentrl.store.queries.ledger import (
     aggregate_step_behaviours,
@@ -54,6 +55,7 @@ from agentrl.store.queries.ledger import (
     fail_lost_run,
     insert_trajectories,
     last_stored_step,
+    run_labels,
     take_without_rows,
     unfinished_runs,
     upsert_run,
@@ -69,6 +71,8 @@ from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for ca
     rebuild_command,
     store_error,
 )
+
+logger = logging.getLogger(__name__)
 
 MAX_FILES_PER_TRANSACTION = 2000  # bounds one ingest transaction when a backlog builds up ...
 MAX_ROWS_PER_TRANSACTION = 200_000  # ... and this many rows (a few seconds on two busy cores)
@@ -104,7 +108,7 @@ class Ingestor:
     def __init__(self, con: duckdb.DuckDBPyConnection, runs_dir: Path, log: Callable[[str], None] | None = None):
         self.con = con
         self.runs_dir = Path(runs_dir)
-        self.log = log or (lambda message: print(message, file=sys.stderr))
+        self.log = log or logger.warning  # a skipped chunk, an unreachable chunk URL
         self._lock = threading.Lock()
         try:
             self._taken: set[str] = set()
@@ -116,7 +120,7 @@ class Ingestor:
             }
         except duckdb.Error as error:  # a damaged store found on its first read
             raise store_error(self.runs_dir, error) from None
-        self._drained: set[str] = set()
+        self._drained: dict[str, int | None] = {}  # run id -> its status.json's mtime when drained
         self._cursors: dict[str, Cursor] = {}
         self._said: dict[str, str] = {}  # run id -> the last "cannot be read now" it logged
         self._run_signatures: dict[str, tuple] = {}
@@ -142,7 +146,7 @@ class Ingestor:
     def rescan(self, run_id: str) -> None:
         """List this run's folder again at the next ingest (after a compaction was cut short)."""
         with self._lock:
-            self._drained.discard(run_id)
+            self._drained.pop(run_id, None)
             self._cursors.pop(run_id, None)
 
     def ingest(self) -> IngestReport:
@@ -170,7 +174,12 @@ class Ingestor:
         self._end_lost_runs({run.run_id for run in listed}, report)
         for run in listed:
             if run.run_id in self._drained:
-                continue
+                if self._drained[run.run_id] == mtime_ns(run.status_path):
+                    continue
+                # status.json changed since: the run was continued (agentrl.init(id=..., resume=...))
+                del self._drained[run.run_id]
+                self._cursors.pop(run.run_id, None)
+                self._run_signatures.pop(run.run_id, None)
             try:
                 meta, status = read_meta(run), read_status(run) or {}
             except RunFileError as error:  # this run only; the others carry on
@@ -204,7 +213,7 @@ class Ingestor:
                 self._unreachable(run.run_id, error)
                 continue
             if not had_units:
-                self._drained.add(run.run_id)
+                self._drained[run.run_id] = mtime_ns(run.status_path)
 
     def _end_lost_runs(self, listed: set[str], report: IngestReport) -> None:
         """A run the store holds as queued or running whose run.json or whole folder was removed
@@ -219,7 +228,7 @@ class Ingestor:
             fail_lost_run(self.con, run_id, reason, utc_now())
             self._run_signatures.pop(run_id, None)  # should it come back, its files are read again
             self._cursors.pop(run_id, None)
-            self._drained.discard(run_id)
+            self._drained.pop(run_id, None)
             report.runs_synced += 1
             self.log(f"ingest: run {run_id} failed: {reason}")
 
@@ -271,7 +280,7 @@ class Ingestor:
             meta.get("scorer", config.get("scorer", "")), status.get("status", "queued"), json.dumps(config),
             _parse_ts(meta.get("created_at")) or utc_now(), _parse_ts(status.get("started_at")),
             _parse_ts(status.get("ended_at")), status.get("error"), status.get("pid"), meta.get("total_steps"),
-            str(run.root), version])
+            str(run.root), version, *run_labels(meta)])
         self._run_signatures[run.run_id] = signature
         report.runs_synced += 1
         return True

@@ -7,12 +7,14 @@ compaction) in a thread of its own, so neither waits on the other's slow work.
 
 from __future__ import annotations
 
-import sys
+import logging
 import threading
 import time
 from typing import Callable
 
 from agentrl.store.db import StoreError
+
+logger = logging.getLogger(__name__)
 
 
 class BackgroundIngest:
@@ -44,7 +46,7 @@ class BackgroundIngest:
             except Exception as error:  # keep the loop alive; the UI shows the message
                 # A StoreError is already one line saying what to do; anything else keeps its type.
                 self.last_error = str(error) if isinstance(error, StoreError) else f"{type(error).__name__}: {error}"
-                print(f"agentrl ingest loop: {self.last_error}", file=sys.stderr)
+                logger.warning("agentrl ingest loop: %s", self.last_error)
             self.last_tick_at = time.time()
             self._wait()
 
@@ -62,7 +64,7 @@ class BackgroundIngest:
                 if self.wake():
                     return
             except Exception as error:  # a failing watch must not stop ingest: fall back to the clock
-                print(f"agentrl ingest wake-up: {type(error).__name__}: {error}", file=sys.stderr)
+                logger.warning("agentrl ingest wake-up: %s: %s", type(error).__name__, error)
                 self.wake = None
                 self._stop.wait(max(0.0, deadline - time.monotonic()))
                 return

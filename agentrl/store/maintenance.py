@@ -18,8 +18,8 @@ per round, a minute after it ended (a `watch` still reading it has finished by t
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 import threading
 import time
 from datetime import datetime
@@ -31,6 +31,8 @@ import duckdb
 from agentrl.record.rundir import DB_FILENAME, RunDir, read_json, utc_now
 from agentrl.store.compact import CompactReport, compact_run
 from agentrl.store.db import database_file, full_disk, is_full_disk
+
+logger = logging.getLogger(__name__)
 
 DEFERRED_THRESHOLD = "1GiB"  # DuckDB's own checkpoint only past this: ours come far sooner
 WAL_LIMIT_BYTES = 8 * 2**20  # checkpoint once the log holds this much
@@ -79,7 +81,7 @@ class Maintenance:
         self.idle_checkpoint_s = idle_checkpoint_s
         self.compact = compact
         self.compact_after_s = compact_after_s
-        self.log = log or (lambda message: print(message, file=sys.stderr))
+        self.log = log or logger.info  # a run compacted
         self.checkpoints: list[tuple[float, int]] = []  # (seconds, log bytes before)
         self.compactions: list[CompactReport] = []
         self.last_error: str | None = None
@@ -106,7 +108,7 @@ class Maintenance:
                 # it had no room for; the dashboard opens it again, see ui.services).
                 self.last_error = (str(full_disk(self._file or self.runs_dir / DB_FILENAME)) if is_full_disk(error)
                                    else f"{type(error).__name__}: {error}")
-                print(f"agentrl store maintenance: {self.last_error}", file=sys.stderr)
+                logger.warning("agentrl store maintenance: %s", self.last_error)
 
     def run_once(self) -> None:
         self.maybe_checkpoint()

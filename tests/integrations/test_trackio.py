@@ -142,3 +142,39 @@ def test_a_value_past_any_float_and_config_bytes_that_are_not_utf8_are_left_out(
     result = ok(agentrl("import-trackio", project, "--runs-dir", runs_dir))
     assert "imported r: 1 steps" in result.stdout and "left out 1 values" in result.stdout
     assert store_rows(runs_dir, "SELECT step, metrics FROM steps") == [(1, {"reward": 0.5})]
+
+
+GROWING = textwrap.dedent("""
+    import sys
+    import pandas as pd
+    import trackio
+
+    first = sys.argv[1] == "first"
+    trackio.init(project="growing", name="long", resume="allow" if first else "must")
+    for step in ((1, 2) if first else (3, 4)):
+        table = pd.DataFrame({"prompt": ["refund 20", "refund 80"], "completion": ["ok", "no"], "reward": [1.0, 0.25],
+                              "task_id": ["small", "large"]})
+        trackio.log({"reward": 0.5 * step, "completions": trackio.Table(dataframe=table)}, step=step)
+    trackio.finish()
+""")
+
+
+def test_a_run_that_grew_after_its_import_is_followed_and_a_tables_reward_column_is_the_reward(tmp_path, runs_dir):
+    env = {**os.environ, "TRACKIO_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+
+    def trackio_session(which: str) -> None:
+        done = subprocess.run([sys.executable, "-c", GROWING, which], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    trackio_session("first")
+    assert "imported long: 2 steps, 4 completions" in ok(agentrl("import-trackio", tmp_path / "growing.db", "--runs-dir", runs_dir)).stdout
+    trackio_session("again")  # resume="must": the same Trackio run logs steps 3 and 4
+    again = ok(agentrl("import-trackio", tmp_path / "growing.db", "--runs-dir", runs_dir))
+    assert "followed long: 2 new steps, 4 completions" in again.stdout
+    assert "already imported" in ok(agentrl("import-trackio", tmp_path / "growing.db", "--runs-dir", runs_dir)).stdout
+
+    assert store_rows(runs_dir, "SELECT step, mean_reward FROM steps ORDER BY step") == [(1, 0.5), (2, 1.0), (3, 1.5), (4, 2.0)]
+    assert store_rows(runs_dir, "SELECT status, total_steps FROM runs") == [("succeeded", 4)]
+    rewards = store_rows(runs_dir, "SELECT step, list(reward ORDER BY traj_idx) FROM trajectories GROUP BY step ORDER BY step")
+    assert rewards == [(step, [1.0, 0.25]) for step in (1, 2, 3, 4)]  # the table's own reward column, not 0

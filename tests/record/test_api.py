@@ -223,3 +223,154 @@ def test_init_twice_in_one_process_under_the_script_engine_shares_the_run(runs_d
     second = agentrl.init()  # the first one ended: a new writer on the same run
     assert second is not first
     second.finish()
+
+
+# --- wandb's and Trackio's habits ------------------------------------------------------------------
+
+
+def test_a_wandb_style_loop_lands_one_row_per_step_with_its_metrics_flattened_and_named_as_the_store_names_them(runs_dir):
+    import numpy as np
+
+    import agentrl
+
+    run = agentrl.init(project="refunds", name="wandb-habits", config={"lr": 0.01}, tags=["baseline", "cpu"],
+                       notes="first try", runs_dir=runs_dir)
+    for step in range(1, 4):
+        agentrl.log({"loss": np.float32(1.0 / step), "reward": 0.25 * step, "converged": step == 3,
+                     "train": {"kl": 0.1, "lr": None}, "entropy": float("nan"), "updates": 2.0}, step=step)
+        agentrl.log({"eval/accuracy": 0.5}, step=step)  # a second log to the same step merges into it
+    run.config.update({"batch_size": 8})
+    run.config["seed"] = 3
+    run.summary["best_reward"] = 0.75
+    assert (run.id, run.name, run.config.lr) == (run.run_id, "wandb-habits", 0.01)
+    agentrl.finish()
+
+    history = agentrl.Api(runs_dir).history(run.id)
+    assert list(history["step"]) == [1, 2, 3]
+    assert list(history["mean_reward"]) == [0.25, 0.5, 0.75]  # TRL's `reward` is the store's mean_reward
+    assert list(history["updates"]) == [2, 2, 2]
+    assert list(history["converged"]) == [0.0, 0.0, 1.0]  # bools count 0/1
+    assert list(history["train/kl"]) == [0.1, 0.1, 0.1] and list(history["eval/accuracy"]) == [0.5] * 3
+    assert history["loss"].round(4).tolist() == [1.0, 0.5, 0.3333]
+    assert "entropy" not in history and "train/lr" not in history  # NaN and None are left out
+    (record,) = agentrl.Api(runs_dir).runs().to_dict("records")
+    assert (record["project"], record["tags"], record["notes"], record["status"]) == ("refunds", ["baseline", "cpu"], "first try", "succeeded")
+    assert record["config"] == {"lr": 0.01, "batch_size": 8, "seed": 3}
+    assert record["summary"]["best_reward"] == 0.75 and record["summary"]["eval/accuracy"] == 0.5
+    # ... and the store (the dashboard's Runs page) has them too, tags and notes shown on the page
+    assert store_rows(runs_dir, "SELECT count(*), count(DISTINCT step) FROM steps") == [(3, 3)]
+    from agentrl.analysis.runs import runs_table
+    from agentrl.store.db import connect
+    from agentrl.store.queries import list_runs
+
+    con = connect(runs_dir)
+    try:
+        shown = runs_table(list_runs(con)).iloc[0]
+        project, summary = con.execute("SELECT project, summary->>'$.best_reward' FROM runs").fetchone()
+    finally:
+        con.close()
+    assert (shown["tags"], shown["note"], project, summary) == ("baseline, cpu", "first try", "refunds", "0.75")
+
+
+def test_step_defaults_to_the_next_one_and_commit_false_gathers_a_step_as_wandb_does(runs_dir):
+    import agentrl
+
+    with agentrl.init(name="steps", runs_dir=runs_dir) as run:
+        run.log({"a": 1.0})  # step 1
+        run.log({"a": 2.0})  # step 2
+        run.log({"b": 3.0}, commit=False)  # step 3, still open ...
+        run.log({"a": 3.0})  # ... and this completes it
+        run.log({"a": 5.0}, step=5)
+        with pytest.raises(agentrl.RecordError, match="step 4 was logged after step 5; steps go forward"):
+            run.log({"a": 4.0}, step=4)  # steps go forward
+    history = agentrl.Api(runs_dir).history(run.id)
+    assert history[["step", "a"]].values.tolist() == [[1, 1.0], [2, 2.0], [3, 3.0], [5, 5.0]]
+    assert history["b"].tolist()[2] == 3.0
+
+
+def test_logging_after_finish_raises_and_finish_takes_wandbs_words_and_exit_codes(runs_dir):
+    import agentrl
+
+    run = agentrl.init(name="done", runs_dir=runs_dir)
+    run.log({"loss": 1.0})
+    run.finish(exit_code=2)
+    assert (run.dir.status()["status"], run.dir.status()["error"]) == ("failed", "exit code 2")
+    with pytest.raises(agentrl.RecordError, match="is finished; nothing more can be logged"):
+        run.log({"loss": 0.5})
+    with pytest.raises(agentrl.RecordError, match="is finished"):
+        run.log_step(2, {"loss": 0.5})
+    run.finish()  # finishing twice does nothing
+    assert run.dir.status()["status"] == "failed"
+
+    crashed = agentrl.init(name="crash", runs_dir=runs_dir)
+    agentrl.finish("crashed")
+    assert crashed.dir.status()["status"] == "failed"
+    with pytest.raises(agentrl.RecordError, match="no run to log to; call agentrl.init"):
+        agentrl.log({"loss": 1.0})  # agentrl.finish ended the current run: agentrl.log has none
+    with pytest.raises(ValueError, match="use one of"):
+        agentrl.init(name="x", runs_dir=runs_dir).finish("exploded")
+
+
+def test_a_metric_that_is_not_a_number_is_named_and_never_takes_valid_rows_with_it(runs_dir):
+    """issue 22: the call that raised an earlier row's delayed error used to lose its own step."""
+    import agentrl
+
+    run = agentrl.init(name="bad values", runs_dir=runs_dir)
+    with pytest.raises(agentrl.RecordError, match=r"metric 'note' must be a number or bool, not 'warm'; .*step 1 are recorded"):
+        run.log({"loss": 1.0, "note": "warm"}, step=1)
+    run.log_trajectories(2, [{"traj_idx": 0, "task_id": "t", "reward": "lots"}, {"traj_idx": 1, "task_id": "t", "reward": 1.0}])
+    run.log({"loss": 0.5}, step=2)
+    run.log({"loss": 0.25}, step=3)  # step 2 goes to the writer here ...
+    run.writer.flush()  # ... and its bad trajectory is found in the flush
+    with pytest.raises(agentrl.RecordError, match="trajectories.reward must be a number"):
+        run.log({"loss": 0.125}, step=4)  # reports the bad row; its own metrics are kept
+    run.finish()
+    history = agentrl.Api(runs_dir).history(run.id)
+    assert history[["step", "loss"]].values.tolist() == [[1, 1.0], [2, 0.5], [3, 0.25], [4, 0.125]]
+    assert agentrl.Api(runs_dir).trajectories(run.id)["traj_idx"].tolist() == [1]
+
+
+def test_resume_continues_a_run_from_its_last_step_and_refuses_what_it_cannot_do(runs_dir):
+    import agentrl
+
+    with agentrl.init(name="long", id="long-run-1", runs_dir=runs_dir, config={"lr": 0.1}) as run:
+        for _ in range(3):
+            run.log({"loss": 1.0})
+    with pytest.raises(OSError, match="run 'long-run-1' already exists in .*; pass resume='allow'"):
+        agentrl.init(id="long-run-1", runs_dir=runs_dir)
+    with pytest.raises(OSError, match="does not exist in .*, so it cannot be continued"):
+        agentrl.init(id="missing-run", resume="must", runs_dir=runs_dir)
+    with pytest.raises(ValueError, match="resume='must' needs id="):
+        agentrl.init(resume="must", runs_dir=runs_dir)
+    with pytest.raises(TypeError, match="unexpected keyword argument.*'projcet'"):
+        agentrl.init(projcet="typo", runs_dir=runs_dir)
+
+    with agentrl.init(id="long-run-1", resume="must", runs_dir=runs_dir, entity="ignored") as again:
+        assert (again.name, again.config["lr"]) == ("long", 0.1)
+        again.log({"loss": 0.5})  # step 4
+    with agentrl.init(id="long-run-1", resume="allow", runs_dir=runs_dir) as third:
+        third.log({"loss": 0.25}, step=6)
+    assert agentrl.Api(runs_dir).history("long-run-1")[["step", "loss"]].values.tolist() == [
+        [1, 1.0], [2, 1.0], [3, 1.0], [4, 0.5], [6, 0.25]]
+    assert store_rows(runs_dir, "SELECT status, (SELECT count(*) FROM steps) FROM runs") == [("succeeded", 5)]
+
+
+def test_a_run_continued_after_the_dashboards_ingest_finished_with_it_is_taken_again(runs_dir):
+    import agentrl
+    from agentrl.store.ingest import Ingestor, connect
+
+    with agentrl.init(id="again-1", runs_dir=runs_dir) as run:
+        run.log({"loss": 1.0})
+    con = connect(runs_dir)  # one Ingestor throughout, as the dashboard keeps one
+    try:
+        ingestor = Ingestor(con, runs_dir)
+        ingestor.ingest()
+        ingestor.ingest()
+        assert "again-1" in ingestor.drained  # ended and taken: no longer looked at ...
+        with agentrl.init(id="again-1", resume="must", runs_dir=runs_dir) as run:
+            run.log({"loss": 0.5})
+        ingestor.ingest()  # ... until it is continued
+        assert con.execute("SELECT count(*), max(step) FROM steps").fetchone() == (2, 2)
+        assert con.execute("SELECT status FROM runs").fetchone() == ("succeeded",)
+    finally:
+        con.close()

@@ -144,18 +144,22 @@ def test_a_wrong_value_is_raised_by_the_next_call_naming_the_field_and_the_rest_
     run.log_trajectories(1, [{"traj_idx": 0, "task_id": "t", "reward": "lots"}, {"traj_idx": 1, "task_id": "t", "reward": 1.0}])
     run.log_step(1, {"loss": 0.5})
     run.writer.flush()  # the step is complete, so its rows are checked and written now
+    # The call that raises an earlier row's error still records its own step.
     with pytest.raises(RecordError, match=r"trajectories.reward must be a number, not 'lots' \(logged with step 1\); that row was not recorded"):
         run.log_step(2, {"loss": 0.5})
-    run.log_step(2, {"loss": "high"})
-    with pytest.raises(RecordError, match=r"steps.metrics\['loss'\] must be a number, not 'high'"):
+    # A metric that is not a number is left out and named; its step keeps the other metrics.
+    run.log_step(3, {"loss": "high", "kl": 0.1})
+    with pytest.raises(RecordError, match=r"metric 'loss' must be a number or bool, not 'high'; it was left out \(logged with step 3\)"):
         run.finish("succeeded")
     import pyarrow.parquet as pq
 
     (path,) = chunk_files(run_dir.root, "trajectories")
     assert pq.read_table(path).column("traj_idx").to_pylist() == [1]
-    assert [pq.read_table(p).column("step").to_pylist() for p in chunk_files(run_dir.root, "steps")] == [[1]]
+    steps = [row for p in chunk_files(run_dir.root, "steps") for row in pq.read_table(p).select(["step", "metrics"]).to_pylist()]
+    assert steps == [{"step": 1, "metrics": [("loss", 0.5)]}, {"step": 2, "metrics": [("loss", 0.5)]},
+                     {"step": 3, "metrics": [("kl", 0.1)]}]
     status = run_dir.status()
-    assert status["status"] == "succeeded" and "2 rows did not fit" in status["warnings"][0]
+    assert status["status"] == "succeeded" and "1 rows did not fit" in status["warnings"][0]
 
 
 def test_a_row_of_another_step_than_the_call_is_refused_in_the_call(run_dir):

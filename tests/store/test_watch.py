@@ -76,3 +76,20 @@ def test_a_wake_up_that_fails_falls_back_to_the_clock(runs_dir):
         assert loop.wake is None
     finally:
         loop.stop()
+
+
+def test_a_new_runs_first_commit_is_a_change_without_waiting_for_the_next_listing(runs_dir):
+    """issue 28: a new run's folder was found only by the once-a-second listing."""
+    runs_dir.mkdir(parents=True)
+    watch = CommitWatch(runs_dir, rescan_s=3600)  # the clock's listing never comes in this test
+    assert not watch.changed()
+    run = Run(new_run(runs_dir, "new", "script", "outcome", {}), flush_interval=3600)
+    assert not watch.changed()  # a run folder, nothing committed yet
+    run.log_step(1, {"loss": 1.0})
+    run.writer.flush()
+    assert watch.changed()
+    assert not watch.changed()
+    run.log_step(2, {"loss": 1.0})
+    run.writer.flush()
+    assert watch.changed()
+    run.finish()

@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,13 +105,21 @@ def run_script(config: ScriptConfig, run_dir: RunDir, log: Callable[[str], None]
         signal.signal(signum, lambda number, frame: signalled.append(number))
     try:
         argv = resolve_command(config)
+        # In the foreground (`agentrl train` in a terminal) the command's output is copied into
+        # stdout.log as it is shown, so its last line can say why it failed; a launched run's
+        # output is that file already.
+        capture = not output_is(run_dir.log_path)
+        pipe = subprocess.PIPE if capture else None
         child = subprocess.Popen(argv, cwd=working_dir(config), env=child_environment(config, run_dir),
-                                 stdin=subprocess.DEVNULL, close_fds=True)
+                                 stdin=subprocess.DEVNULL, close_fds=True, stdout=pipe, stderr=pipe)
     except (CommandError, OSError) as error:
         detail = str(error) if isinstance(error, CommandError) else f"cannot start {config.command[0]!r}: {error.strerror or error}"
         return end_run(run_dir, "failed", detail, None, log)
     log(f"started {shlex.join(config.command)} (pid {child.pid}) in {working_dir(config)}")
+    copies = copy_output(child, run_dir.log_path) if capture else []
     code = _wait(child, run_dir, signalled, log)
+    for copy in copies:
+        copy.join(timeout=2.0)  # a grandchild holding the pipe open must not hold the run's end
     stopped = bool(signalled) or run_dir.stop_requested()
     reported = run_dir.status() or {}
     status, error = reported.get("reported_status"), reported.get("error")
@@ -121,10 +130,50 @@ def run_script(config: ScriptConfig, run_dir: RunDir, log: Callable[[str], None]
         error = error or "cancelled; the command was stopped"
     elif code != 0 and status != "cancelled":
         status = "failed"
+        last = [line for line in run_dir.tail_log(5) if line.strip()]
+        said = f"last output: {last[-1][:300]}" if last else ""
         if not error:
-            last = [line for line in run_dir.tail_log(5) if line.strip()]
-            error = _describe(code) + (f"; last output: {last[-1][:300]}" if last else "")
+            error = _describe(code) + (f"; {said}" if said else "")
+        elif said and last[-1][:300] not in error:  # the command's own report ("SystemExit: 3") and why
+            error = f"{error}; {said}"
     return end_run(run_dir, status or "succeeded", error, code, log)
+
+
+def output_is(path: Path) -> bool:
+    """Whether this process's stdout is the file at `path` (the launcher's redirect)."""
+    try:
+        mine, theirs = os.fstat(sys.stdout.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+
+
+def copy_output(child: subprocess.Popen, log_path: Path) -> list[threading.Thread]:
+    """Threads that pass the child's stdout and stderr on to ours as they come and append both to
+    `log_path` (the run's stdout.log)."""
+    log = open(log_path, "ab", buffering=0)
+    lock = threading.Lock()
+
+    def copy(source, target) -> None:
+        try:
+            for chunk in iter(lambda: source.read1(65536), b""):
+                try:
+                    target.write(chunk)
+                    target.flush()
+                except (OSError, ValueError):
+                    pass  # our own stdout went away: the file still gets the output
+                with lock:
+                    log.write(chunk)
+        finally:
+            source.close()
+
+    threads = [threading.Thread(target=copy, args=(source, getattr(target, "buffer", target)), daemon=True)
+               for source, target in ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
+    for thread in threads:
+        thread.start()
+    closer = threading.Thread(target=lambda: ([t.join() for t in threads], log.close()), daemon=True)
+    closer.start()
+    return threads
 
 
 def _wait(child: subprocess.Popen, run_dir: RunDir, signalled: list[int], log: Callable[[str], None]) -> int:

@@ -12,14 +12,17 @@ from agentrl.store.db import Con, transaction
 
 def list_runs(con: Con) -> pd.DataFrame:
     """Every run, newest first: its record, the last step it reported with that step's success and
-    violation rates and mean reward, its latest held-out success, its tags, note, archived flag
+    violation rates and mean reward, its latest held-out success, its tags (those agentrl.init gave
+    and those added on the page), note (the page's, else init's notes), archived flag
     and colour index (None until the dashboard assigned one)."""
     return con.execute(
         """
         SELECT r.run_id, r.name, r.kind, r.scorer, r.status, r.created_at, r.started_at, r.ended_at,
                coalesce(s.steps_done, 0) AS steps_done, r.total_steps, r.error,
                s.final_success, s.final_violation, s.final_reward, e.held_out_success,
-               coalesce(n.tags, []) AS tags, n.note, coalesce(n.archived, false) AS archived, c.color_index
+               list_concat(coalesce(n.tags, []), list_filter(coalesce(r.tags, []),
+                                                            lambda t: NOT list_contains(coalesce(n.tags, []), t))) AS tags,
+               coalesce(n.note, r.notes) AS note, coalesce(n.archived, false) AS archived, c.color_index
         FROM runs r
         LEFT JOIN (SELECT run_id, max(step) AS steps_done, arg_max(success_rate, step) AS final_success,
                           arg_max(violation_rate, step) AS final_violation, arg_max(mean_reward, step) AS final_reward
