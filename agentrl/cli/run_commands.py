@@ -55,11 +55,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     refusal = engine.preflight(config).refusal  # before a folder is made or a model is loaded
     if refusal:
         raise ConfigError(refusal)
-    if args.chunks_url:  # checked before a folder is made; the run process finds it in its environment
-        from agentrl.record.locations import CHUNKS_URL_ENV, ChunkLocationError, check_chunks_url
+    from agentrl.record.locations import CHUNKS_URL_ENV, ChunkLocationError, check_chunks_url
 
+    chunks_url = args.chunks_url or os.environ.get(CHUNKS_URL_ENV)
+    if chunks_url:  # checked (and the storage asked) before a folder is made; the run process finds it in its environment
         try:
-            os.environ[CHUNKS_URL_ENV] = check_chunks_url(args.chunks_url)
+            os.environ[CHUNKS_URL_ENV] = check_chunks_url(chunks_url, reach=True)
         except ChunkLocationError as error:
             raise UsageError(str(error)) from None
     runs_dir = ensure_writable(runs_dir_of(args))

@@ -61,8 +61,8 @@ def init(name: str | None = None, config: Any = None, runs_dir: str | Path | Non
         raise ValueError(f"total_steps must be a positive int, not {total_steps!r}")
     if scorer not in SCORERS:
         raise ValueError(f"scorer must be one of {sorted(SCORERS)} (the label the run is compared under), not {scorer!r}")
-    if chunks_url is not None:  # a URL fsspec cannot open is refused before a run folder is made
-        check_chunks_url(chunks_url)
+    if chunks_url is not None:  # a URL fsspec cannot open, or storage that cannot be reached, is refused before a run folder is made
+        check_chunks_url(chunks_url, reach=True)
     settings = plain_config(config)
     attached = os.environ.get(RUN_DIR_ENV)
     if attached:
