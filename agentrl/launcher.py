@@ -85,6 +85,15 @@ def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
     return run
 
 
+def _is_copy(run: RunDir) -> bool:
+    """Whether the run folder is a head's copy of a run published from another machine (a
+    damaged run.json is no copy: this launcher judges that run as before)."""
+    try:
+        return is_copy(run.meta())
+    except ValueError:  # not UTF-8
+        return False
+
+
 class Launcher:
     """Starts runs in one runs directory and keeps their Popen handles to learn exit codes.
 
@@ -258,7 +267,7 @@ class Launcher:
 
     def _reconcile_one(self, run: RunDir, grace_s: float) -> bool:
         """Reconcile one run; True when its status changed."""
-        if is_copy(run.meta()):
+        if _is_copy(run):
             return False  # a run of another machine: its own machine records its end, the store reads it from the URL
         status = read_status(run) or {}
         state = status.get("status")

@@ -56,6 +56,13 @@ def request_stop(meta: dict) -> None:
     folder_of_copy(meta).write_text(STOP_FILE, "")
 
 
+def _read(path: Path) -> dict | None:
+    try:
+        return read_json(path)
+    except ValueError:  # not UTF-8: no copy this head made
+        return None
+
+
 def sync_published(runs_dir: Path, base_url: str, log: Callable[[str], None]) -> list[str]:
     """Copy into `runs_dir` every run published under `base_url` that is new or has not ended in
     its copy; returns the ids whose copy changed. Storage that does not answer raises OSError."""
@@ -65,10 +72,10 @@ def sync_published(runs_dir: Path, base_url: str, log: Callable[[str], None]) ->
         if not _RUN_ID.match(run_id) or run_id in (".", ".."):
             continue
         local = RunDir(Path(runs_dir) / run_id)
-        known = read_json(local.meta_path)
+        known = _read(local.meta_path)
         if local.root.exists() and not is_copy(known):
             continue  # this machine's own run (or a folder that is no copy): never overwritten
-        if known is not None and (read_json(local.status_path) or {}).get("status") in TERMINAL_STATUSES:
+        if known is not None and (_read(local.status_path) or {}).get("status") in TERMINAL_STATUSES:
             continue  # its end is copied already: nothing more will change
         folder = FsspecFolder(run_location(base_url, run_id))
         try:
@@ -83,7 +90,7 @@ def sync_published(runs_dir: Path, base_url: str, log: Callable[[str], None]) ->
             log(f"published run {run_id} under {base_url}: its run.json does not describe run {run_id}; skipped")
             continue
         local.root.mkdir(parents=True, exist_ok=True)
-        if read_json(local.status_path) != status:
+        if _read(local.status_path) != status:
             write_json_atomic(local.status_path, status)
             changed.append(run_id)
         if known is None:  # last: a folder is a run once its run.json is there, and its status is then too
