@@ -79,7 +79,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"run {run.run_id} {status}; its chunks wait in {run.root} for the dashboard to ingest", flush=True)
         return 0 if status == "succeeded" else 3
     try:
-        report = ingest_once(runs_dir, wait_s=0.0)
+        report = ingest_once(runs_dir, wait_s=0.0, chunks_url="")  # this run; runs of other machines are a head's
         print(f"run {run.run_id} {status}; ingested {report.rows} rows from {report.files} chunks", flush=True)
     except StoreLockedError:
         print(f"run {run.run_id} {status}; the store is open elsewhere (the dashboard ingests it)", flush=True)

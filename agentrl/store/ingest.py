@@ -67,6 +67,8 @@ from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for ca
 MAX_FILES_PER_TRANSACTION = 2000  # bounds one ingest transaction when a backlog builds up ...
 MAX_ROWS_PER_TRANSACTION = 200_000  # ... and this many rows (a few seconds on two busy cores)
 
+PUBLISHED_RETRY_S = 10.0  # a chunks URL whose listing failed is listed again this much later
+
 
 @dataclass
 class IngestReport:
@@ -102,6 +104,7 @@ class Ingestor:
         self.runs_dir = Path(runs_dir)
         # Where runs of other machines publish (None: only this runs directory's own runs).
         self.chunks_url = chunks_url if chunks_url is not None else os.environ.get(CHUNKS_URL_ENV) or None
+        self._published_retry_at = 0.0  # after a listing of the URL failed: when to list it again
         self.log = log or (lambda message: print(message, file=sys.stderr))
         self._lock = threading.Lock()
         try:
@@ -162,11 +165,12 @@ class Ingestor:
         if not self._replayed:  # once per Ingestor: a rebuilt or deleted store gets its decisions back
             report.decisions = decisions.replay(self.con)
             self._replayed = True
-        if self.chunks_url and "://" in self.chunks_url:
+        if self.chunks_url and "://" in self.chunks_url and time.monotonic() >= self._published_retry_at:
             try:
                 report.published += len(sync_published(self.runs_dir, self.chunks_url, self.log))
-            except OSError as error:  # the storage does not answer: the runs copied already go on
-                self._unreachable("<published runs>", error)
+            except OSError as error:  # the storage does not answer: the runs copied already go on, and
+                self._unreachable("<published runs>", error)  # the listing waits a while, not every tick
+                self._published_retry_at = time.monotonic() + PUBLISHED_RETRY_S
         pending: list[Unit] = []
         ended: list[tuple[RunDir, Cursor | None, bool]] = []
         for run in list_run_dirs(self.runs_dir):
