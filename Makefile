@@ -5,15 +5,23 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
+S3_STAMP  := $(VENV)/.installed-s3
 PORT   ?= 8501
 
-.PHONY: install install-ray run test test-fast browser bench clean
+.PHONY: install install-ray install-s3 run test test-fast browser bench clean
 
 install: $(STAMP)
 
 # The optional Ray backend (`launch --backend ray`, the fleet on Ray actors): `make test` installs it
 # so CI runs the Ray tests; `make run` does without it.
 install-ray: $(RAY_STAMP)
+
+# Chunks through S3 (s3fs) and the S3 endpoint the tests start (moto's server): `make test` installs them.
+install-s3: $(S3_STAMP)
+
+$(S3_STAMP): $(STAMP) requirements-s3.txt constraints.txt
+	$(BIN)/python -m pip install --quiet -r requirements-s3.txt -c constraints.txt
+	touch $(S3_STAMP)
 
 $(RAY_STAMP): $(STAMP) requirements-ray.txt constraints.txt
 	$(BIN)/python -m pip install --quiet -r requirements-ray.txt -c constraints.txt
@@ -37,7 +45,7 @@ run: install
 browser:
 	scripts/ensure-chromium.sh
 
-test: install install-ray browser
+test: install install-ray install-s3 browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 
 # The inner loop: everything but the browser, language-model and slow tests (`make test` runs them all).

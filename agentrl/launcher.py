@@ -13,6 +13,8 @@ That is the `local` backend. With `backend="ray"` a run is submitted as a Ray jo
 (`agentrl.ray_backend`): launch.json records the job, Ray's job status stands in for the pid,
 Ray's copy of the output is copied into stdout.log, and the cancel's last resort is `stop_job`.
 Each run is followed the way it was launched, whatever backend this launcher starts new runs with.
+A head's copy of a run published from another machine (`agentrl.record.published`) is not
+followed here: its own machine records its end, and a cancel writes the stop file beside its chunks.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import psutil
 from agentrl.config import RunConfig
 from agentrl.paths import PROJECT_ROOT
 from agentrl.record.chunks import sweep_uncommitted
+from agentrl.record.published import is_copy, request_stop
 from agentrl.record.rundir import (
     TERMINAL_STATUSES,
     RunDir,
@@ -102,6 +105,15 @@ def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
         remove_run_dir(run)
         raise RunsDirError(f"cannot write run folder {str(run.root)!r}: {error.strerror or error}") from None
     return run
+
+
+def _is_copy(run: RunDir) -> bool:
+    """Whether the run folder is a head's copy of a run published from another machine (a
+    damaged run.json is no copy: this launcher judges that run as before)."""
+    try:
+        return is_copy(run.meta())
+    except ValueError:  # not UTF-8
+        return False
 
 
 class Launcher:
@@ -249,6 +261,12 @@ class Launcher:
             raise ValueError(f"no run {run_id!r} in {self.runs_dir}")
         if (run.status() or {}).get("status") in TERMINAL_STATUSES:
             return
+        meta = run.meta() or {}
+        if is_copy(meta):  # a run of another machine, seen through its chunks URL: the stop goes there
+            try:
+                request_stop(meta)
+            except OSError as error:
+                raise ValueError(f"run {run_id} runs elsewhere and its chunks URL cannot be written now: {error}") from None
         run.request_stop()
 
     def reconcile(self, grace_s: float = CANCEL_GRACE_S) -> list[str]:
@@ -271,6 +289,8 @@ class Launcher:
 
     def _reconcile_one(self, run: RunDir, grace_s: float) -> bool:
         """Reconcile one run; True when its status changed."""
+        if _is_copy(run):
+            return False  # a run of another machine: its own machine records its end, the store reads it from the URL
         status = read_status(run) or {}
         state = status.get("status")
         launch = self._ray_launch(run)

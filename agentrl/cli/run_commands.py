@@ -70,11 +70,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     refusal = engine.preflight(config).refusal  # before a folder is made or a model is loaded
     if refusal:
         raise ConfigError(refusal)
-    if args.chunks_url:  # checked before a folder is made; the run process finds it in its environment
-        from agentrl.record.locations import CHUNKS_URL_ENV, ChunkLocationError, check_chunks_url
+    from agentrl.record.locations import CHUNKS_URL_ENV, ChunkLocationError, check_chunks_url
 
+    chunks_url = args.chunks_url or os.environ.get(CHUNKS_URL_ENV)
+    if chunks_url:  # checked (and the storage asked) before a folder is made; the run process finds it in its environment
         try:
-            os.environ[CHUNKS_URL_ENV] = check_chunks_url(args.chunks_url)
+            os.environ[CHUNKS_URL_ENV] = check_chunks_url(chunks_url, reach=True)
         except ChunkLocationError as error:
             raise UsageError(str(error)) from None
     runs_dir = ensure_writable(runs_dir_of(args))
@@ -102,7 +103,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"run {run.run_id} {status}; its chunks wait in {run.root} for the dashboard to ingest", flush=True)
         return 0 if status == "succeeded" else 3
     try:
-        report = ingest_once(runs_dir, wait_s=0.0)
+        report = ingest_once(runs_dir, wait_s=0.0, chunks_url="")  # this run; runs of other machines are a head's
         print(f"run {run.run_id} {status}; ingested {report.rows} rows from {report.files} chunks", flush=True)
     except StoreLockedError:
         print(f"run {run.run_id} {status}; the store is open elsewhere (the dashboard ingests it)", flush=True)

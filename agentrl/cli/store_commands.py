@@ -14,6 +14,8 @@ from agentrl.record.rundir import DB_FILENAME, RunsDirError
 def register(sub: argparse._SubParsersAction) -> None:
     ingest = sub.add_parser("ingest", help="copy pending run chunks into the DuckDB store")
     add_runs_dir(ingest)
+    ingest.add_argument("--chunks-url", help="also take the runs other machines published under this URL (s3://bucket/"
+                                             "prefix; default $AGENTRL_CHUNKS_URL): a head that shares only the URL")
     ingest.set_defaults(func=cmd_ingest)
 
     export = sub.add_parser("export", help="write one run's tables (steps, trajectories, reviews, ...) as files")
@@ -50,6 +52,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not os.access(runs_dir, os.W_OK):
         raise RunsDirError(f"runs directory {str(runs_dir)!r} is read-only; ingest writes {DB_FILENAME} there. "
                            f"Read what is stored with `python -m agentrl export`, or ingest a writable copy")
+    chunks_url = _reachable_chunks_url(args.chunks_url)
     from agentrl.launcher import Launcher
 
     # A run whose process died without a final status (SIGKILL, the OOM killer) is marked so first,
@@ -57,13 +60,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     Launcher(runs_dir).reconcile()
     con = connect(runs_dir)
     try:
-        report = Ingestor(con, runs_dir).ingest()  # names each skipped file on stderr as it goes
+        report = Ingestor(con, runs_dir, chunks_url=chunks_url).ingest()  # names each skipped file on stderr as it goes
         read_every_block(con, runs_dir / DB_FILENAME)  # a damaged block anywhere is named, not left for a page to find
     finally:
         con.close()
     restored = f"; {report.decisions} decisions put back from the decisions log" if report.decisions else ""
+    found = f"; {report.published} runs published under {chunks_url} copied or updated" if report.published else ""
     print(f"ingested {report.rows} rows from {report.files} chunks in {report.seconds:.2f}s "
-          f"({report.runs_synced} run records updated){restored}")
+          f"({report.runs_synced} run records updated){restored}{found}")
     return 0
 
 
@@ -105,6 +109,19 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         raise RunsDirError(f"runs directory {str(runs_dir)!r} does not exist")
     print(rebuild(runs_dir).summary())
     return 0
+
+
+def _reachable_chunks_url(given: str | None) -> str | None:
+    """`--chunks-url`, else $AGENTRL_CHUNKS_URL, checked against its storage (one line if it cannot be used)."""
+    from agentrl.record.locations import CHUNKS_URL_ENV, ChunkLocationError, check_chunks_url
+
+    url = given or os.environ.get(CHUNKS_URL_ENV) or None
+    if not url:
+        return None
+    try:
+        return check_chunks_url(url, reach=True)
+    except ChunkLocationError as error:
+        raise UsageError(str(error)) from None
 
 
 def cmd_compact(args: argparse.Namespace) -> int:

@@ -104,8 +104,8 @@ def init(project: str | None = None, name: str | None = None, config: Any = None
         raise ValueError(f"resume={resume!r} needs id=, the id of the run to continue")
     if id is not None and (not isinstance(id, str) or not _RUN_ID.match(id)):
         raise ValueError(f"id must be letters, digits, '.', '_' or '-' (up to 128, a folder name), not {id!r:.80}")
-    if chunks_url is not None:  # a URL fsspec cannot open is refused before a run folder is made
-        check_chunks_url(chunks_url)
+    if chunks_url is not None:  # a URL fsspec cannot open, or storage that cannot be reached, is refused before a run folder is made
+        check_chunks_url(chunks_url, reach=True)
     settings = plain_config(config)
     labels = {k: v for k, v in (("project", project), ("tags", tags), ("notes", notes)) if v is not None}
     attached = os.environ.get(RUN_DIR_ENV)

@@ -22,6 +22,11 @@ nothing reads (and `sweep_uncommitted` removes once no writer runs). A run kille
 loses at most its unflushed buffer: about a second of rows.
 
 The caller never waits for the disk: `append` only buffers, and a full buffer wakes the flusher.
+Behind a URL whose storage stops answering (a network cut, an endpoint restarting) the flusher
+waits for storage instead of failing: it says so once (`on_storage`), keeps the commit it could
+not finish and writes exactly that commit again, under the same number, until the storage
+answers; so a commit the storage took before the answer was lost is rewritten identically, never
+with other rows. `close()` waits up to `STORAGE_WAIT_S` for it before it gives up.
 One writer per run folder: a `ChunkWriter` holds `<run_dir>/.writer.lock` (flock) while open, so two
 processes (or two writers in one) can never number commits alike; the kernel releases it when
 its holder dies. Only the store (`agentrl.store.ingest`) reads chunks back. Runs written before this layout (record
@@ -50,11 +55,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentrl.record.locations import ChunkFolder, LocalFolder, chunk_folder
+from agentrl.record.locations import RUN_FILES, ChunkFolder, LocalFolder, chunk_folder
 from agentrl.record.rows import CHUNK_TABLES, to_arrow
 
 FLUSH_INTERVAL_S = 1.0
 SOON_INTERVAL_S = 0.05  # the shortest gap between two flushes a step's end can ask for
+STORAGE_WAIT_S = 300.0  # how long close() waits for storage behind a URL that stopped answering
 FLUSH_ROWS = 5000  # a buffer this large wakes the flusher at once, whatever the clock says
 CHUNKS_DIR = "chunks"
 COMMIT_SUFFIX = ".commit"
@@ -221,7 +227,7 @@ def sweep_uncommitted(run_dir: Path, folder: ChunkFolder | None = None) -> list[
         committed = {match.group(1) for name in names if (match := _COMMIT.match(name))}
         removed = []
         for name in names:
-            if name.split(".", 1)[0] in committed or name == WRITER_LOCK:
+            if name.split(".", 1)[0] in committed or name == WRITER_LOCK or name in RUN_FILES:
                 continue
             if folder.remove(name):
                 removed.append(folder.locate(name))
@@ -250,7 +256,8 @@ class ChunkWriter:
 
     def __init__(self, run_dir: Path, interval: float = FLUSH_INTERVAL_S, on_flush: Callable[[], None] | None = None,
                  run_id: str | None = None, prepare: Callable[[dict[str, list]], dict[str, list]] | None = None,
-                 hold_steps: bool = False, folder: ChunkFolder | None = None):
+                 hold_steps: bool = False, folder: ChunkFolder | None = None,
+                 on_storage: Callable[[OSError | None], None] | None = None):
         self.run_dir = Path(run_dir)
         # Where the commits go: the run folder's chunks/ (plain os calls), or a chunks URL.
         self.folder = folder if folder is not None else chunk_folder(self.run_dir)
@@ -258,6 +265,9 @@ class ChunkWriter:
         self.interval = interval
         self.on_flush = on_flush
         self.prepare = prepare  # in the flush, before writing: the buffered rows as the tables take them
+        self.on_storage = on_storage  # told once when storage behind a URL stops answering (the error), and None when it is back
+        self.waiting_since: float | None = None  # monotonic time storage stopped answering, while it does not
+        self._unsent: tuple[int, dict[str, list]] | None = None  # a commit the storage did not confirm
         # With hold_steps, rows of STEP_TABLES wait for their step's `steps` row (step 0, the
         # starting policy, has none and is never held); close() writes whatever is left.
         self.hold_steps = hold_steps
@@ -325,14 +335,19 @@ class ChunkWriter:
         return pending
 
     def _flush(self, final: bool = False) -> Path | str | None:
+        marker = None
+        if self._unsent is not None:  # first the commit storage did not confirm: the same rows, the same number
+            marker = self._write(*self._unsent)
         with self._lock:
             pending = self._take(final)
         if pending and self.prepare is not None:
             pending = self.prepare(pending)  # the run's row checks, off the caller's path
         if not pending:
-            return None
+            return marker
+        return self._write(self._next, pending)
+
+    def _write(self, number: int, pending: dict[str, list]) -> Path | str:
         started = time.perf_counter()
-        number = self._next
         prefix = commit_number_name(number)
         folder = self.folder
         try:
@@ -345,15 +360,48 @@ class ChunkWriter:
             self._put(marker_name(number), payload)  # last: only now is the flush visible
             folder.sync()
             marker = folder.locate(marker_name(number))
-        except BaseException:
-            # Keep the rows for the next attempt (a full disk may have room again), ahead of newer ones.
-            with self._lock:
-                for table, rows in pending.items():
-                    self._buffers[table][:0] = rows
+        except OSError as error:
+            if folder.remote and not getattr(folder, "local", False):
+                # Storage behind a URL did not answer: it may have taken some files (even the
+                # marker) before the answer was lost, so this commit is written again as it is.
+                self._unsent = (number, pending)
+                self._next = max(self._next, number + 1)
+                self._storage(error)
+            else:
+                self._put_back(number, pending)
             raise
-        self._next = number + 1
+        except BaseException:
+            self._put_back(number, pending)
+            raise
+        if self._unsent is not None and self._unsent[0] == number:
+            self._unsent = None
+        self._next = max(self._next, number + 1)
+        self._storage(None)
         self.flush_latencies_s.append(time.perf_counter() - started)
         return marker
+
+    def _put_back(self, number: int, pending: dict[str, list]) -> None:
+        """Keep the rows for the next attempt (a full disk may have room again), ahead of newer ones."""
+        with self._lock:
+            for table, rows in pending.items():
+                self._buffers[table][:0] = rows
+
+    def storage_failed(self, error: OSError) -> None:
+        """Storage behind the URL failed another call of the run (its status file): the run waits
+        for it as for a commit, until the next commit goes through."""
+        if self.folder.remote and not getattr(self.folder, "local", False):
+            self._storage(error)
+
+    def _storage(self, error: OSError | None) -> None:
+        """Say once that storage stopped answering, and once that it is back."""
+        if (error is not None) == (self.waiting_since is not None):
+            return
+        self.waiting_since = time.monotonic() if error is not None else None
+        if self.on_storage is not None:
+            try:
+                self.on_storage(error)
+            except Exception:  # noqa: BLE001 - saying so must not stop the flusher
+                pass
 
     def _put(self, name: str, data: pa.Table | str) -> None:
         """One file of a commit, published atomically: in a local folder exactly as always
@@ -382,7 +430,12 @@ class ChunkWriter:
                     return
                 self._soon.clear()
             try:
-                self.flush()
+                try:
+                    self.flush()
+                except OSError:
+                    if self.waiting_since is None:
+                        raise
+                    continue  # storage behind the URL does not answer: the same commit again next interval
                 # The timed work (a hardware sample, the status) runs once an interval, even when
                 # steps end faster than that and every flush is an early one; after the flush, so
                 # a step's rows never wait for it (its sample goes out with the next flush).
@@ -398,7 +451,15 @@ class ChunkWriter:
         self._soon.set()
         self._thread.join(timeout=30)
         try:
-            self.flush(final=True)
+            deadline = time.monotonic() + STORAGE_WAIT_S
+            while True:
+                try:
+                    self.flush(final=True)
+                    break
+                except OSError:
+                    if self.waiting_since is None or time.monotonic() > deadline:
+                        raise
+                    time.sleep(1.0)
         finally:
             _release(self._lock_fd)
             self._lock_fd = None

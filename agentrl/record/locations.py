@@ -17,11 +17,20 @@ What "atomic" means where (a reader never sees part of a file under its final na
 Either way a commit's marker is written only after every table file of it is complete, so a
 half-written commit is never visible. Listings through fsspec drop the filesystem's listing
 cache first (s3fs and gcsfs keep one), so a new commit is seen at the next look.
+
+Behind an object store the endpoint and credentials come from the backend's own settings
+(`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` or `AWS_PROFILE` for s3fs), never
+from the URL, so nothing secret is written into a run file. A bucket is never created: a chunks
+URL whose bucket does not exist is refused in one line (`check_chunks_url(..., reach=True)`), and
+so are missing credentials and an endpoint that refuses the connection. The backend's own errors
+(botocore's, aiohttp's) come out of a folder as `StorageUnreachable`, an OSError, so every caller
+that already waits out an unreadable folder waits these out too.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -31,10 +40,34 @@ import pyarrow.parquet as pq
 CHUNKS_URL_ENV = "AGENTRL_CHUNKS_URL"  # the default base URL of every run's chunks
 CHUNKS_URL_KEY = "chunks_url"  # in run.json: the run's own chunk location (base URL + run id)
 LOCAL_CHUNKS_DIR = "chunks"
+# A run given a chunks URL also publishes these next to its chunks (agentrl.record.published).
+RUN_FILES = ("run.json", "status.json", "stop")
+# Behind S3 a call fails within seconds rather than after a minute of backoff: a writer then says
+# at once that it waits for storage, and it (and the store's ingest) tries again on its own clock.
+S3_OPTIONS = {"config_kwargs": {"retries": {"max_attempts": 3, "mode": "standard"}, "connect_timeout": 10,
+                                "read_timeout": 60}}
+S3_RETRIES = 2  # s3fs's own retries around botocore's (its default is 5, with growing sleeps)
+_BACKEND_MODULES = ("botocore", "aiobotocore", "aiohttp", "urllib3", "requests", "google", "gcsfs", "s3fs")
 
 
 class ChunkLocationError(ValueError):
     """A chunks URL that cannot be used; the message names it and says what to change."""
+
+
+class StorageUnreachable(OSError):
+    """The storage behind a chunks URL did not answer or refused (a network, credential or
+    endpoint error): nothing is wrong with what it holds, and the call can be tried again."""
+
+
+def _one_line(error: BaseException) -> str:
+    """The error on one line, any http(s) address in it left out (an endpoint may carry a user name)."""
+    text = re.sub(r"\"?https?://[^\s\"]+\"?", "(the endpoint)", " ".join(str(error).split()))
+    return text[:300] or type(error).__name__
+
+
+def _storage_error(error: BaseException) -> bool:
+    """An error raised by an fsspec backend's client library (botocore, aiohttp, ...)."""
+    return type(error).__module__.split(".", 1)[0] in _BACKEND_MODULES
 
 
 def _is_url(location: str) -> bool:
@@ -46,9 +79,11 @@ def run_location(base: str, run_id: str) -> str:
     return f"{str(base).rstrip('/')}/{run_id}"
 
 
-def check_chunks_url(url: str) -> str:
+def check_chunks_url(url: str, reach: bool = False) -> str:
     """`url` if fsspec can open it (its protocol known and its package installed); else one
-    ChunkLocationError line saying what to install or change."""
+    ChunkLocationError line saying what to install or change. `reach=True` also asks the storage
+    (one listing of the bucket behind an object-store URL): no credentials, an endpoint that
+    refuses, or a bucket that does not exist are refused here, in one line, before a run starts."""
     url = str(url).strip()
     if not url:
         raise ChunkLocationError("the chunks URL is empty; give a folder or an fsspec URL such as s3://bucket/runs")
@@ -63,7 +98,37 @@ def check_chunks_url(url: str) -> str:
                                  "or use a shared folder") from None
     except (ValueError, TypeError, OSError) as error:
         raise ChunkLocationError(f"chunks URL {url!r} cannot be opened: {error}") from None
+    if reach:
+        check_reachable(url)
     return url
+
+
+def check_reachable(url: str) -> None:
+    """One ChunkLocationError line unless the storage behind `url` answers and its bucket exists.
+    A local path, `file://` and `memory://` always do."""
+    if not _is_url(url):
+        return
+    folder = FsspecFolder(url)
+    if folder.local or folder.fs.protocol in ("memory", ("memory",)):
+        return
+    bucket = folder.root.split("/", 1)[0]
+    try:
+        folder.fs.invalidate_cache(bucket)
+        folder.fs.ls(bucket, detail=False)
+    except FileNotFoundError:
+        raise ChunkLocationError(f"chunks URL {url!r}: bucket {bucket!r} does not exist{_endpoint_note()}; create it "
+                                 "first (agentrl never creates one), or fix the name") from None
+    except Exception as error:  # noqa: BLE001 - the backend's own classes (botocore is not imported here)
+        if not (isinstance(error, OSError) or _storage_error(error)):
+            raise
+        raise ChunkLocationError(f"chunks URL {url!r} cannot be reached{_endpoint_note()}: {_one_line(error)} "
+                                 "(the endpoint and credentials come from AWS_ENDPOINT_URL and AWS_ACCESS_KEY_ID/"
+                                 "AWS_SECRET_ACCESS_KEY or AWS_PROFILE)") from None
+
+
+def _endpoint_note() -> str:
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    return f" at {endpoint}" if endpoint else ""
 
 
 def _removed(remove, path) -> bool:
@@ -177,7 +242,10 @@ class FsspecFolder:
         from fsspec.implementations.local import LocalFileSystem
 
         self.url = str(url).rstrip("/")
-        self.fs, self.root = fsspec.core.url_to_fs(self.url)
+        s3 = self.url.split("://", 1)[0] in ("s3", "s3a")
+        self.fs, self.root = fsspec.core.url_to_fs(self.url, **(S3_OPTIONS if s3 else {}))
+        if s3:
+            self.fs.retries = S3_RETRIES  # an instance of its own (the options are part of fsspec's cache key)
         self.root = self.root.rstrip("/")
         self.local = isinstance(self.fs, LocalFileSystem)  # has an atomic rename; else one PUT per file
 
@@ -187,23 +255,35 @@ class FsspecFolder:
     def _path(self, name: str) -> str:
         return f"{self.root}/{name}"
 
+    def _do(self, call: Callable, *args, **kwargs):
+        """`call(*args)` on the filesystem, its client library's errors raised as StorageUnreachable."""
+        try:
+            return call(*args, **kwargs)
+        except OSError:
+            raise
+        except Exception as error:  # noqa: BLE001 - botocore's and aiohttp's classes, not imported here
+            if _storage_error(error):
+                raise StorageUnreachable(_one_line(error)) from None
+            raise
+
     def names(self) -> list[str]:
         try:
             self.fs.invalidate_cache(self.root)
-            return [entry.rstrip("/").rsplit("/", 1)[-1] for entry in self.fs.ls(self.root, detail=False)]
+            return [entry.rstrip("/").rsplit("/", 1)[-1] for entry in self._do(self.fs.ls, self.root, detail=False)]
         except (FileNotFoundError, NotADirectoryError):
             return []
 
     def exists(self, name: str) -> bool:
+        """Whether `name` is there; False also when the storage cannot be asked now (a later look finds it)."""
         try:
             self.fs.invalidate_cache(self.root)
-            return bool(self.fs.exists(self._path(name)))
+            return bool(self._do(self.fs.exists, self._path(name)))
         except OSError:
             return False
 
     def signature(self, name: str) -> tuple[int | None, int | None]:
         try:
-            info = self.fs.info(self._path(name))
+            info = self._do(self.fs.info, self._path(name))
         except (OSError, ValueError):
             return (None, None)
         stamp = info.get("mtime") or info.get("created") or info.get("LastModified") or info.get("updated")
@@ -219,15 +299,15 @@ class FsspecFolder:
         return self.signature(name)[0] or 0
 
     def read_text(self, name: str) -> str:
-        return self.fs.cat_file(self._path(name)).decode()
+        return self._do(self.fs.cat_file, self._path(name)).decode()
 
     def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
-        data = self.fs.cat_file(self._path(name))  # one GET, then parsed in memory
+        data = self._do(self.fs.cat_file, self._path(name))  # one GET, then parsed in memory
         with pq.ParquetFile(pa.BufferReader(data)) as parquet:
             return parquet.read(columns=columns)
 
     def num_rows(self, name: str) -> int:
-        with pq.ParquetFile(pa.BufferReader(self.fs.cat_file(self._path(name)))) as parquet:
+        with pq.ParquetFile(pa.BufferReader(self._do(self.fs.cat_file, self._path(name)))) as parquet:
             return parquet.metadata.num_rows
 
     def write_table(self, name: str, data: pa.Table, **options) -> None:
@@ -244,7 +324,7 @@ class FsspecFolder:
     def _put(self, name: str, data: bytes) -> None:
         path = self._path(name)
         if not self.local:
-            self.fs.pipe_file(path, data)  # one PUT: the whole object or nothing
+            self._do(self.fs.pipe_file, path, data)  # one PUT: the whole object or nothing
             return
         tmp = self._path(f".{name}.tmp")
         self.fs.pipe_file(tmp, data)
@@ -253,10 +333,20 @@ class FsspecFolder:
         self.fs.mv(tmp, path)  # a rename on one filesystem: atomic
 
     def makedirs(self) -> None:
-        self.fs.makedirs(self.root, exist_ok=True)
+        """A folder where the filesystem has folders; nothing on an object store, where a key needs
+        none (and where s3fs's makedirs would create a missing bucket: a typo would go unseen)."""
+        if self.local:
+            self.fs.makedirs(self.root, exist_ok=True)
 
     def remove(self, name: str) -> bool:
-        return _removed(self.fs.rm_file, self._path(name))
+        return _removed(lambda path: self._do(self.fs.rm_file, path), self._path(name))
+
+    def remove_all(self) -> None:
+        """Every file under this folder (a deleted run's chunks and files); gone already counts."""
+        try:
+            self._do(self.fs.rm, self.root, recursive=True)
+        except FileNotFoundError:
+            pass
 
     def sync(self) -> None:
         if self.local:

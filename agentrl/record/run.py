@@ -20,6 +20,12 @@ own): Ctrl-C in a user's loop raises KeyboardInterrupt as always, and the run is
 `cancelled` on its way out (`with` block, or at interpreter exit). A run started by the script
 engine (`supervised`) leaves its process fields and final status to that engine and reports
 its own outcome as `reported_status`.
+
+A run whose chunks go to an object store (`s3://...`) publishes its run.json and status.json
+there too and honours a `stop` file found there (`agentrl.record.published`), so a head that
+shares nothing but the URL sees it and can cancel it. When that storage stops answering, the run
+goes on, says in status.json (`waiting_for_storage`) and its log that it waits, and sends what it
+kept once the storage answers.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import psutil
 from agentrl.record.chunks import ChunkWriter
 from agentrl.record.hardware import ProcessTreeSampler
 from agentrl.record.locations import CHUNKS_URL_ENV, ChunkLocationError, check_chunks_url, folder_at, recorded_location, run_location
+from agentrl.record.published import STOP_FILE, publish, publishes
 from agentrl.record.rows import (
     FIELD_NAMES,
     RECORD_TYPES,
@@ -134,11 +141,15 @@ class Run(StepLog, StopInterrupts):
         kwargs = {} if flush_interval is None else {"interval": flush_interval}
         location, record = _chunk_location(run_dir, chunks_url)
         self.chunks_location = location  # None: the run folder's chunks/
+        folder = folder_at(location) if location else None
+        self._published = folder if publishes(location) else None  # run files beside the chunks, for a head elsewhere
         self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, prepare=self._prepare,
-                                  hold_steps=True, folder=folder_at(location) if location else None,
+                                  hold_steps=True, folder=folder, on_storage=self._storage_changed,
                                   **kwargs)  # a step's rows land in the commit of its `steps` row
         if record:  # before the first flush lands: the store reads run.json to find the chunks
-            run_dir.update_meta(chunks_url=location)
+            meta = run_dir.update_meta(chunks_url=location)
+        if self._published is not None:
+            publish(self._published, "run.json", meta if record else (run_dir.meta() or {}))
         self._meta = run_dir.meta()  # put back if someone removes run.json mid-run (`_check_files`)
         if continues:  # a resumed run: its steps go on from the last one it recorded
             last = (run_dir.status() or {}).get("step")
@@ -149,6 +160,7 @@ class Run(StepLog, StopInterrupts):
             fields = {"status": "running", "pid": os.getpid(), "create_time": psutil.Process().create_time(),
                       "started_at": iso(utc_now()), "step": self.step, "error": None, "ended_at": None}
         run_dir.update_status(**fields, total_steps=total_steps if total_steps is not None else (run_dir.status() or {}).get("total_steps"))
+        self._publish_status()
         if close_at_exit:
             atexit.register(self._close_at_exit)
 
@@ -376,10 +388,14 @@ class Run(StepLog, StopInterrupts):
 
     def _tick(self) -> None:
         """Once a second, in the flusher: a hardware sample, status.json's step when it moved, and
-        for a script's own run (`agentrl.init`) a stop request it has not honoured (`agentrl cancel`)."""
+        for a script's own run (`agentrl.init`) a stop request it has not honoured (`agentrl cancel`), and
+        a look for a stop file beside published chunks."""
         self._check_files()
         self.sample_hardware()
         self._write_step()
+        if (self._published is not None and not self.stop.signalled and self.writer.waiting_since is None
+                and self._published.exists(STOP_FILE)):
+            self.stop.signalled = True  # a cancel from a head that sees only the URL
         self._watch_stop()
 
     def _check_files(self) -> None:
@@ -406,6 +422,32 @@ class Run(StepLog, StopInterrupts):
             if self.step != self._status_step and not self._closed:
                 self.dir.update_status(step=self.step)
                 self._status_step = self.step
+                self._publish_status()
+
+    def _publish_status(self) -> bool:
+        """Copy status.json beside the published chunks; False when storage does not answer now
+        (the flusher says so, and the next tick or the end publishes it)."""
+        if self._published is None:
+            return True
+        try:
+            publish(self._published, "status.json", self.dir.status() or {})
+            return True
+        except OSError as error:
+            self.writer.storage_failed(error)  # the run says it waits, as when a commit cannot be written
+            return False
+
+    def _storage_changed(self, error: OSError | None) -> None:
+        """From the flusher: storage behind the chunks URL stopped answering (`error`), or is back (None)."""
+        if error is not None:
+            reason = " ".join(str(error).split())[:300]
+            message = f"waiting for storage at {self.chunks_location}: {reason}; rows are kept and sent when it answers"
+            print(f"agentrl: run {self.run_id} is {message}", flush=True)
+            self.dir.update_status(waiting_for_storage=message)
+        else:
+            print(f"agentrl: run {self.run_id}: storage at {self.chunks_location} answers again; what was kept is sent",
+                  flush=True)
+            self.dir.update_status(waiting_for_storage=None)
+            self._publish_status()
 
     # -- the end ----------------------------------------------------------------------------------
 
@@ -481,6 +523,12 @@ class Run(StepLog, StopInterrupts):
         else:
             if self.stop.lost is not None:
                 self._put_back_meta()
+        for _ in range(30):  # the end, after the last commit: what a head elsewhere waits for
+            if self._publish_status():
+                break
+            time.sleep(1.0)
+        else:
+            logger.error("agentrl: cannot publish the final status of %s to %s", self.run_id, self.chunks_location)
 
     def _close_at_exit(self) -> None:
         """The interpreter is exiting with the run still open (no `finish`, no `with`)."""
@@ -522,7 +570,7 @@ def _chunk_location(run_dir: RunDir, chunks_url: str | None) -> tuple[str | None
     (the run folder's chunks/). A run asked to write elsewhere than it already does is refused."""
     recorded = recorded_location(run_dir.meta())
     base = chunks_url if chunks_url is not None else os.environ.get(CHUNKS_URL_ENV) or None
-    wanted = run_location(check_chunks_url(base), run_dir.run_id) if base else None
+    wanted = run_location(check_chunks_url(base, reach=recorded is None), run_dir.run_id) if base else None
     if recorded is not None:
         if chunks_url is not None and wanted != recorded:
             raise ChunkLocationError(f"run {run_dir.run_id} already writes its chunks to {recorded!r}, not {wanted!r}; "

@@ -12,7 +12,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from agentrl.record.rundir import TERMINAL_STATUSES, utc_now
+from agentrl.record.locations import FsspecFolder, recorded_location
+from agentrl.record.rundir import TERMINAL_STATUSES, read_json, utc_now
 from agentrl.store import decisions, queries
 
 
@@ -57,7 +58,14 @@ def delete_run(con, runs_dir: Path, run_id: str) -> dict[str, int]:
     folder = (runs_dir / run_id).resolve()
     if folder.parent != runs_dir:
         raise CurationError(f"run id {run_id!r} does not name a folder of {runs_dir}")
-    # The folder goes first: rows deleted while it stayed would be ingested again.
+    # The folder goes first: rows deleted while it stayed would be ingested again. Chunks behind a
+    # URL go before it (a head's copy of a published run would otherwise come back at the next ingest).
+    remote = recorded_location(read_json(folder / "run.json"))
+    if remote is not None and "://" in remote:
+        try:
+            FsspecFolder(remote).remove_all()
+        except OSError as error:
+            raise CurationError(f"run {run_id}: its chunks at {remote} cannot be deleted now ({error}); nothing was deleted") from None
     if folder.exists():
         shutil.rmtree(folder)
     return queries.delete_run_rows(con, run_id)

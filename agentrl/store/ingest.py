@@ -20,6 +20,10 @@ URL (run.json's `chunks_url`). A commit's trajectories bring their per-step rewa
 (`step_components`), the monitor's tallies and each behaviour's tallies (`step_behaviours`; a row
 without a behaviour gets its tool calls') in the same transaction. A compacted commit (`agentrl.store.compact`) whose
 replaced commits the store holds already enters the ledger without its rows.
+
+Given a chunks URL (`chunks_url`, default `$AGENTRL_CHUNKS_URL`), a pass first copies the run files
+published there by runs on other machines into this runs directory (`agentrl.record.published`),
+so a head that shares nothing with the writers but the URL finds their runs by listing it.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ import duckdb
 import pyarrow as pa
 
 from agentrl.record.chunks import CHUNKS_DIR, ChunkFolderUnreachable, Commit, commit_number, sweep_uncommitted
-from agentrl.record.locations import chunk_folder
+from agentrl.record.locations import CHUNKS_URL_ENV, chunk_folder
+from agentrl.record.published import sync_published
 from agentrl.record.rows import RECORD_SCHEMA_VERSION, conform
 from agentrl.record.rundir import DB_FILENAME, TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
 from agentrl.record.runfiles import RunFileError, read_meta, read_status
@@ -77,6 +82,8 @@ logger = logging.getLogger(__name__)
 MAX_FILES_PER_TRANSACTION = 2000  # bounds one ingest transaction when a backlog builds up ...
 MAX_ROWS_PER_TRANSACTION = 200_000  # ... and this many rows (a few seconds on two busy cores)
 
+PUBLISHED_RETRY_S = 10.0  # a chunks URL whose listing failed is listed again this much later
+
 
 @dataclass
 class IngestReport:
@@ -86,6 +93,7 @@ class IngestReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     seconds: float = 0.0
     decisions: int = 0  # decisions put back from the decisions log (a rebuilt or deleted store)
+    published: int = 0  # copies of runs published under the chunks URL made or brought up to date
 
 
 def _parse_ts(value) -> datetime | None:
@@ -105,9 +113,13 @@ class Ingestor:
     run whatever its length. `transaction_seconds` keeps how long each recent transaction took.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, runs_dir: Path, log: Callable[[str], None] | None = None):
+    def __init__(self, con: duckdb.DuckDBPyConnection, runs_dir: Path, log: Callable[[str], None] | None = None,
+                 chunks_url: str | None = None):
         self.con = con
         self.runs_dir = Path(runs_dir)
+        # Where runs of other machines publish (None: only this runs directory's own runs).
+        self.chunks_url = chunks_url if chunks_url is not None else os.environ.get(CHUNKS_URL_ENV) or None
+        self._published_retry_at = 0.0  # after a listing of the URL failed: when to list it again
         self.log = log or logger.warning  # a skipped chunk, an unreachable chunk URL
         self._lock = threading.Lock()
         try:
@@ -168,6 +180,12 @@ class Ingestor:
         if not self._replayed:  # once per Ingestor: a rebuilt or deleted store gets its decisions back
             report.decisions = decisions.replay(self.con, log=self.log)
             self._replayed = True
+        if self.chunks_url and "://" in self.chunks_url and time.monotonic() >= self._published_retry_at:
+            try:
+                report.published += len(sync_published(self.runs_dir, self.chunks_url, self.log))
+            except OSError as error:  # the storage does not answer: the runs copied already go on, and
+                self._unreachable("<published runs>", error)  # the listing waits a while, not every tick
+                self._published_retry_at = time.monotonic() + PUBLISHED_RETRY_S
         pending: list[Unit] = []
         ended: list[tuple[RunDir, Cursor | None, bool]] = []
         listed = list_run_dirs(self.runs_dir)
@@ -519,10 +537,10 @@ class StoreReplacedError(StoreError):
     """The database file was deleted or replaced under an open connection."""
 
 
-def ingest_once(runs_dir: Path, wait_s: float = 5.0) -> IngestReport:
+def ingest_once(runs_dir: Path, wait_s: float = 5.0, chunks_url: str | None = None) -> IngestReport:
     """Open the store, ingest everything pending, close. Raises StoreLockedError if held."""
     con = connect(runs_dir, wait_s=wait_s)
     try:
-        return Ingestor(con, runs_dir).ingest()
+        return Ingestor(con, runs_dir, chunks_url=chunks_url).ingest()
     finally:
         con.close()
