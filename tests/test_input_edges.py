@@ -50,13 +50,6 @@ def _bytes(tmp: Path, content: bytes) -> Path:
     return path
 
 
-def one_error_line(result, expected: str) -> None:
-    assert result.returncode == 2, result.stdout + result.stderr
-    (line,) = result.stderr.splitlines()
-    assert line.startswith("error: ") and expected in line, line
-    assert result.stdout == ""
-
-
 @pytest.mark.parametrize("case", list(TRAIN_EDGES))
 def test_a_train_input_edge_is_one_error_line_and_writes_nothing(tmp_path, case):
     build, expected = TRAIN_EDGES[case]
@@ -109,7 +102,9 @@ def test_a_config_at_the_edges_of_what_validates_trains_and_lands_in_the_store(t
 
 
 def one_error_line(result, *expected: str) -> str:
+    """Exit 2, one `error: ` line on stderr naming each of `expected`, nothing on stdout."""
     assert result.returncode == 2, (result.returncode, result.stderr)
+    assert result.stdout == "", result.stdout
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: ") and all(text in line for text in expected), line
     return line

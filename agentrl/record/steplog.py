@@ -51,7 +51,7 @@ class StepLog:
                 self._open_implicit = commit is False
                 commit = commit is not False
             else:
-                number = step if step.__class__ is int else _step_number(step)
+                number = step if step.__class__ is int else step_number(step)
                 if open_step is not None and number > open_step:
                     self._emit_open_step()
                     open_step = None

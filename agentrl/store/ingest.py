@@ -47,7 +47,7 @@ from agentrl.record.chunks import CHUNKS_DIR, ChunkFolderUnreachable, Commit, co
 from agentrl.record.locations import CHUNKS_URL_ENV, chunk_folder
 from agentrl.record.published import sync_published
 from agentrl.record.rows import RECORD_SCHEMA_VERSION, conform
-from agentrl.record.rundir import DB_FILENAME, TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
+from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
 from agentrl.record.runfiles import RunFileError, read_meta, read_status
 from agentrl.store import decisions
 from agentrl.store.discovery import (Cursor, Unit, commit_unit, legacy_units, mtime_ns, new_commits, path_signature,

@@ -5,7 +5,7 @@ grouped by behaviour: on the preset pair, and on script runs recorded through `a
 from __future__ import annotations
 
 import pytest
-from apptest import app, figure, figures, no_errors, no_failures, table_with, view
+from apptest import app, figure, no_errors, no_failures, table_with, view
 
 from agentrl.record.rundir import RUNS_DIR_ENV
 from agentrl.store.ingest import ingest_once

@@ -9,7 +9,6 @@ rows a failed flush could not write are kept for the next one.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pyarrow as pa
