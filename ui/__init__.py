@@ -29,6 +29,7 @@ from agentrl.record.rundir import RunsDirError, default_runs_dir, ensure_writabl
 from agentrl.store import queries
 from agentrl.store.db import (
     StoreError,
+    StoreFullError,
     damaged,
     full_disk,
     full_disk_first,
@@ -118,7 +119,12 @@ def _services(runs_dir: str) -> Services:
     # each finished run's commits compacted into one. Made before the ingest thread starts: it
     # sets up the store's connection, and DuckDB refuses a connection two threads use at once.
     maintenance = Maintenance(ingestor, path)
-    tick()  # the first page shows what is already on disk
+    try:
+        tick()  # the first page shows what is already on disk
+    except StoreFullError:
+        # A full disk is no reason to refuse the pages: what is stored reads as before, the loop
+        # below says "the disk is full" and takes the rest once there is room.
+        pass
     # Woken by a run's new commit, not only by the clock: a logged step is on the page sooner.
     loop = BackgroundIngest(tick, interval=INGEST_INTERVAL_S, wake=CommitWatch(path).changed)
 

@@ -28,8 +28,8 @@ not finish and writes exactly that commit again, under the same number, until th
 answers; so a commit the storage took before the answer was lost is rewritten identically, never
 with other rows. `close()` waits up to `STORAGE_WAIT_S` for it before it gives up.
 One writer per run folder: a `ChunkWriter` holds `<run_dir>/.writer.lock` (flock) while open, so two
-processes (or two writers in one) can never number commits alike; the kernel releases it when
-its holder dies. Only the store (`agentrl.store.ingest`) reads chunks back. Runs written before this layout (record
+processes (or two writers in one) can never number commits alike (`agentrl.record.writerlock`).
+Only the store (`agentrl.store.ingest`) reads chunks back. Runs written before this layout (record
 schema 1: `<run_dir>/<table>/part-NNNNN.parquet`) are still read by the store.
 
 Commits are numbered without gaps (a writer starts at the highest complete commit + 1), which
@@ -57,6 +57,8 @@ import pyarrow.parquet as pq
 
 from agentrl.record.locations import RUN_FILES, ChunkFolder, LocalFolder, chunk_folder
 from agentrl.record.rows import CHUNK_TABLES, to_arrow
+from agentrl.record.writerlock import WRITER_LOCK, _claim, _release, _try_lock
+from agentrl.record.writerlock import WriterBusyError, claim_run, release_run  # noqa: F401 - re-exported
 
 FLUSH_INTERVAL_S = 1.0
 SOON_INTERVAL_S = 0.05  # the shortest gap between two flushes a step's end can ask for
@@ -473,80 +475,9 @@ class ChunkWriter:
         self.close()
 
 
-WRITER_LOCK = ".writer.lock"  # in the run folder: held (flock) by the one process writing its chunks
-
-
 class FlushError(OSError):
     """The background flusher could not write a commit (a full disk, an I/O error), so rows
     logged since are not recorded. An OSError: the machine's fault, said in one line, not a traceback."""
-
-
-class WriterBusyError(RuntimeError):
-    """Another writer (a second process, or a second open writer in this one) holds the run folder."""
-
-
-def _claim(run_dir: Path) -> int | None:
-    """Take the run folder's writer lock, or say who holds it. The kernel drops the lock when its
-    holder dies, so a killed run never blocks the next writer. None where flock is missing."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no guard
-        return None
-    run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / WRITER_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise WriterBusyError(f"run {run_dir.name} is already being written (by pid {holder}); one writer per run: "
-                              "open it once (agentrl.init returns the run already open in this process)") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
-    return fd
-
-
-def claim_run(run_dir: Path) -> int | None:
-    """Take a run folder's writer lock (WriterBusyError while a writer holds it): what a
-    compaction holds, so no writer starts and no sweep runs while it rewrites the run's chunks."""
-    return _claim(Path(run_dir))
-
-
-def release_run(fd: int | None) -> None:
-    _release(fd)
-
-
-def _try_lock(run_dir: Path) -> int | None | bool:
-    """The writer lock taken without waiting: its fd, None when there is none to take (no lock
-    file, or no flock here: nobody can be writing through it), False while someone holds it."""
-    try:
-        import fcntl
-    except ImportError:
-        return None
-    try:
-        fd = os.open(run_dir / WRITER_LOCK, os.O_RDWR)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return False
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _release(fd: int | None) -> None:
-    if fd is None:
-        return
-    import fcntl
-
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
 
 
 def _warm_up() -> None:

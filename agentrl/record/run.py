@@ -21,17 +21,13 @@ own): Ctrl-C in a user's loop raises KeyboardInterrupt as always, and the run is
 engine (`supervised`) leaves its process fields and final status to that engine and reports
 its own outcome as `reported_status`.
 
-A run whose chunks go to an object store (`s3://...`) publishes its run.json and status.json
-there too and honours a `stop` file found there (`agentrl.record.published`), so a head that
-shares nothing but the URL sees it and can cancel it. When that storage stops answering, the run
-goes on, says in status.json (`waiting_for_storage`) and its log that it waits, and sends what it
-kept once the storage answers.
+Where the chunks go, run.json and status.json kept (and published beside chunks behind an object
+store, `s3://...`), and waiting for storage that stops answering: `agentrl.record.upkeep`.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import dataclasses
 import logging
 import os
@@ -44,8 +40,6 @@ import psutil
 
 from agentrl.record.chunks import ChunkWriter
 from agentrl.record.hardware import ProcessTreeSampler
-from agentrl.record.locations import CHUNKS_URL_ENV, ChunkLocationError, check_chunks_url, folder_at, recorded_location, run_location
-from agentrl.record.published import STOP_FILE, publish, publishes
 from agentrl.record.rows import (
     FIELD_NAMES,
     RECORD_TYPES,
@@ -67,7 +61,8 @@ from agentrl.record.runinfo import SavedDict
 from agentrl.record.steplog import StepLog, step_number
 from agentrl.record.stopping import RunCancelled, StopFlag, StopInterrupts  # noqa: F401 - RunCancelled re-exported
 from agentrl.record.tally import TRAJ_INDEX, StepTally
-from agentrl.record.rundir import STATUS_WORDS, TERMINAL_STATUSES, RunDir, iso, utc_now, write_json_atomic
+from agentrl.record.rundir import STATUS_WORDS, TERMINAL_STATUSES, RunDir, iso, utc_now
+from agentrl.record.upkeep import RunUpkeep
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +71,7 @@ _KEYS = {table: (frozenset(names) | {"run_id"}, frozenset(REQUIRED_FIELDS[table]
 _KEYS_STEP_GIVEN = {table: (allowed, required - {"step"}) for table, (allowed, required) in _KEYS.items()}
 
 
-class Run(StepLog, StopInterrupts):
+class Run(StepLog, StopInterrupts, RunUpkeep):
     """One run's writer; use it as a context manager around the run's work, or end it with `finish`.
 
     `handle_signals=True` (our engines, in a process of their own) turns SIGTERM/SIGINT into a
@@ -117,6 +112,7 @@ class Run(StepLog, StopInterrupts):
         self.status = "failed"  # until the work says otherwise
         self.error: str | None = None
         self.before_close = before_close  # last rows the work writes, e.g. a measured budget
+        self._in_before_close = False
         self._finished = False
         self._started = time.monotonic()
         self._status_step = -1
@@ -139,18 +135,11 @@ class Run(StepLog, StopInterrupts):
         self._cancel_pending = False
         # First the writer, which claims the folder: a second writer fails here, before it touches the status.
         kwargs = {} if flush_interval is None else {"interval": flush_interval}
-        location, record = _chunk_location(run_dir, chunks_url)
-        self.chunks_location = location  # None: the run folder's chunks/
-        folder = folder_at(location) if location else None
-        self._published = folder if publishes(location) else None  # run files beside the chunks, for a head elsewhere
+        folder, record = self._place_chunks(run_dir, chunks_url)  # sets chunks_location, and _published behind a URL
         self.writer = ChunkWriter(run_dir.root, on_flush=self._tick, run_id=self.run_id, prepare=self._prepare,
                                   hold_steps=True, folder=folder, on_storage=self._storage_changed,
                                   **kwargs)  # a step's rows land in the commit of its `steps` row
-        if record:  # before the first flush lands: the store reads run.json to find the chunks
-            meta = run_dir.update_meta(chunks_url=location)
-        if self._published is not None:
-            publish(self._published, "run.json", meta if record else (run_dir.meta() or {}))
-        self._meta = run_dir.meta()  # put back if someone removes run.json mid-run (`_check_files`)
+        self._record_place(run_dir, record)  # run.json says where the chunks go, before the first flush lands
         if continues:  # a resumed run: its steps go on from the last one it recorded
             last = (run_dir.status() or {}).get("step")
             self.step = self._last_step = last if last.__class__ is int and last > 0 else 0
@@ -172,7 +161,7 @@ class Run(StepLog, StopInterrupts):
         it was made; a dict's keys are checked here and its values in the flusher (a wrong value
         is raised by the next call, after that call's own rows are taken). `step` fills a dict
         row's step and must equal a row's own."""
-        if self._closed:
+        if self._closed and not self._in_before_close:  # `before_close` writes the run's last rows
             raise self._finished_error()
         if self._cancel_pending:
             raise self._cancelled()
@@ -386,69 +375,6 @@ class Run(StepLog, StopInterrupts):
         self.peak_rss_bytes = max(self.peak_rss_bytes, sample["rss_bytes"] or 0)
         self.writer.append("hardware", [HardwareRecord(ts=utc_now(), step=self.step, **sample)])
 
-    def _tick(self) -> None:
-        """Once a second, in the flusher: a hardware sample, status.json's step when it moved, and
-        for a script's own run (`agentrl.init`) a stop request it has not honoured (`agentrl cancel`), and
-        a look for a stop file beside published chunks."""
-        self._check_files()
-        self.sample_hardware()
-        self._write_step()
-        if (self._published is not None and not self.stop.signalled and self.writer.waiting_since is None
-                and self._published.exists(STOP_FILE)):
-            self.stop.signalled = True  # a cancel from a head that sees only the URL
-        self._watch_stop()
-
-    def _check_files(self) -> None:
-        """run.json or the whole run folder removed under the running run: the run stops at its
-        next step and ends `failed` saying so ("run.json was removed at step 11"); the store's
-        ingest says the same of a run it holds as running meanwhile."""
-        if self.stop.lost is not None or self.dir.meta_path.is_file():
-            return
-        with self._files_lock:
-            if self.stop.lost is None:
-                what = "run.json" if self.dir.root.is_dir() else "the run folder"
-                self.stop.lost = f"{what} was removed at step {self.step}"
-
-    def _put_back_meta(self) -> None:
-        """After the final status is written: a folder that still holds it gets its run.json back,
-        so the store finds the run, takes every commit it made, sees it `failed` and can delete
-        it. Not before: an `rm -r` of the folder under way must not find new files in it."""
-        if self._meta is not None and self.dir.status_path.is_file() and not self.dir.meta_path.exists():
-            with contextlib.suppress(OSError):
-                write_json_atomic(self.dir.meta_path, self._meta)
-
-    def _write_step(self) -> None:
-        with self._status_lock:
-            if self.step != self._status_step and not self._closed:
-                self.dir.update_status(step=self.step)
-                self._status_step = self.step
-                self._publish_status()
-
-    def _publish_status(self) -> bool:
-        """Copy status.json beside the published chunks; False when storage does not answer now
-        (the flusher says so, and the next tick or the end publishes it)."""
-        if self._published is None:
-            return True
-        try:
-            publish(self._published, "status.json", self.dir.status() or {})
-            return True
-        except OSError as error:
-            self.writer.storage_failed(error)  # the run says it waits, as when a commit cannot be written
-            return False
-
-    def _storage_changed(self, error: OSError | None) -> None:
-        """From the flusher: storage behind the chunks URL stopped answering (`error`), or is back (None)."""
-        if error is not None:
-            reason = " ".join(str(error).split())[:300]
-            message = f"waiting for storage at {self.chunks_location}: {reason}; rows are kept and sent when it answers"
-            print(f"agentrl: run {self.run_id} is {message}", flush=True)
-            self.dir.update_status(waiting_for_storage=message)
-        else:
-            print(f"agentrl: run {self.run_id}: storage at {self.chunks_location} answers again; what was kept is sent",
-                  flush=True)
-            self.dir.update_status(waiting_for_storage=None)
-            self._publish_status()
-
     # -- the end ----------------------------------------------------------------------------------
 
     @property
@@ -497,10 +423,13 @@ class Run(StepLog, StopInterrupts):
         for last in (self.sample_hardware, (lambda: self.before_close(self)) if self.before_close else None):
             if last is None:
                 continue
+            self._in_before_close = True
             try:
                 last()
             except Exception as error:  # telemetry must not turn a finished run into a failed one
                 errors.append(f"{type(error).__name__}: {error}")
+            finally:
+                self._in_before_close = False
         try:
             self.writer.close()  # the last flush happens before the terminal status (ingest relies on it)
         except BaseException as error:
@@ -563,17 +492,3 @@ class Run(StepLog, StopInterrupts):
             self._raise_refused()
         return False  # the exception, if any, goes on
 
-
-def _chunk_location(run_dir: RunDir, chunks_url: str | None) -> tuple[str | None, bool]:
-    """Where this run's chunks go, and whether run.json must be told: the location run.json
-    records (a run written before), else `<chunks_url or $AGENTRL_CHUNKS_URL>/<run_id>`, else None
-    (the run folder's chunks/). A run asked to write elsewhere than it already does is refused."""
-    recorded = recorded_location(run_dir.meta())
-    base = chunks_url if chunks_url is not None else os.environ.get(CHUNKS_URL_ENV) or None
-    wanted = run_location(check_chunks_url(base, reach=recorded is None), run_dir.run_id) if base else None
-    if recorded is not None:
-        if chunks_url is not None and wanted != recorded:
-            raise ChunkLocationError(f"run {run_dir.run_id} already writes its chunks to {recorded!r}, not {wanted!r}; "
-                                     "leave chunks_url out to go on writing there")
-        return recorded, False
-    return wanted, wanted is not None

@@ -11,6 +11,11 @@ process, which therefore runs under the same limits, user and namespaces, and wh
 neither the harness's memory nor its descriptors (the harness is not dumpable and the child
 inherits only its two pipes).
 
+This module owns `Boundary`, the test process's end (which modules are the solution's, the child,
+the values it sends and decodes); its parts are `boundary_wire` (the pipe and the plain values),
+`boundary_proxies` (the local stand-ins and the import hook) and `boundary_child` (the child
+program), each copied beside it as `agentrl_boundary_*.py` by `ship`.
+
 What crosses back, and how it behaves in the test process:
 
 - plain values: None, bool, int, float, complex, str, bytes, and lists, tuples, sets, frozensets
@@ -38,385 +43,67 @@ callback, a fake) as a handle the child calls back into the test process through
 
 from __future__ import annotations
 
-import base64
 import builtins
 import collections
-import datetime
-import decimal
 import fnmatch
-import fractions
-import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import itertools
 import json
-import operator
 import os
-import pathlib
+import shutil
 import subprocess
 import sys
-import threading
 import types
 
-MAX_DEPTH = 200
+if __package__:  # agentrl.sandbox.boundary
+    from agentrl.sandbox.boundary_proxies import (
+        _BOUNDARIES,
+        Inert,
+        ProxyModule,
+        RemoteCallable,
+        RemoteClass,
+        RemoteIterator,
+        _fields,
+        _Finder,
+    )
+    from agentrl.sandbox.boundary_wire import (
+        MAX_DEPTH,
+        BoundaryError,
+        _as_builtin,
+        _builtin_name,
+        _Channel,
+        _decode_plain,
+        _plain,
+    )
+else:  # beside the harness, as agentrl_boundary.py
+    from agentrl_boundary_proxies import (
+        _BOUNDARIES,
+        Inert,
+        ProxyModule,
+        RemoteCallable,
+        RemoteClass,
+        RemoteIterator,
+        _fields,
+        _Finder,
+    )
+    from agentrl_boundary_wire import MAX_DEPTH, BoundaryError, _as_builtin, _builtin_name, _Channel, _decode_plain, _plain
+
+__all__ = ["MAX_DEPTH", "Boundary", "BoundaryError", "Inert", "ProxyModule", "RemoteCallable", "RemoteClass",
+           "RemoteIterator", "ship"]
+
 _RUNNER_CONFIG = {"conftest.py", "sitecustomize.py", "usercustomize.py"}
+PARTS = ("boundary", "boundary_wire", "boundary_proxies", "boundary_child")  # the modules shipped beside the harness
 
 
-class BoundaryError(RuntimeError):
-    """Something could not cross the boundary, or the child is gone."""
+def _part(stem: str) -> str:
+    """The file of one part of the boundary beside this one: `boundary_child.py` in the package,
+    `agentrl_boundary_child.py` beside the harness."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{stem}.py" if __package__ else f"agentrl_{stem}.py")
 
 
-# ---------------------------------------------------------------------------------------------
-# The channel: one JSON line per message, requests served while a reply is awaited (callbacks)
-# ---------------------------------------------------------------------------------------------
-
-
-class _Channel:
-    def __init__(self, read_fd: int, write_fd: int, serve) -> None:
-        self._reader = os.fdopen(read_fd, "rb")
-        self._writer = os.fdopen(write_fd, "wb")
-        self._serve = serve
-        self._lock = threading.RLock()
-        self.closed_why: str | None = None
-
-    def send(self, message: dict) -> None:
-        self._writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
-        self._writer.flush()
-
-    def receive(self) -> dict | None:
-        line = self._reader.readline()
-        return json.loads(line) if line else None
-
-    def roundtrip(self, message: dict) -> dict:
-        with self._lock:
-            if self.closed_why:
-                raise BoundaryError(self.closed_why)
-            try:
-                self.send(message)
-            except OSError as err:
-                raise BoundaryError(self._closed()) from err
-            while True:
-                incoming = self.receive()
-                if incoming is None:
-                    raise BoundaryError(self._closed())
-                if "op" in incoming:
-                    self.send(self._serve(incoming))
-                else:
-                    return incoming
-
-    def _closed(self) -> str:
-        self.closed_why = self.closed_why or "the other side of the boundary is gone"
-        return self.closed_why
-
-
-# ---------------------------------------------------------------------------------------------
-# Values both sides build alike
-# ---------------------------------------------------------------------------------------------
-
-
-def _encode_value_types(value):
-    """Tags for the standard library's value types that cross as themselves, or None."""
-    if isinstance(value, decimal.Decimal):
-        return {"$": "decimal", "v": str(value)}
-    if isinstance(value, fractions.Fraction):
-        return {"$": "fraction", "v": [value.numerator, value.denominator]}
-    if isinstance(value, datetime.datetime):
-        return {"$": "datetime", "v": value.isoformat()}
-    if isinstance(value, datetime.date):
-        return {"$": "date", "v": value.isoformat()}
-    if isinstance(value, datetime.time):
-        return {"$": "time", "v": value.isoformat()}
-    if isinstance(value, datetime.timedelta):
-        return {"$": "timedelta", "v": [value.days, value.seconds, value.microseconds]}
-    if isinstance(value, pathlib.PurePath):
-        return {"$": "path", "v": str(value), "posix": isinstance(value, pathlib.PurePosixPath),
-                "concrete": isinstance(value, pathlib.Path)}
-    return None
-
-
-def _decode_value_types(tag: str, data: dict):
-    v = data["v"]
-    if tag == "decimal":
-        return decimal.Decimal(v)
-    if tag == "fraction":
-        return fractions.Fraction(int(v[0]), int(v[1]))
-    if tag == "datetime":
-        return datetime.datetime.fromisoformat(v)
-    if tag == "date":
-        return datetime.date.fromisoformat(v)
-    if tag == "time":
-        return datetime.time.fromisoformat(v)
-    if tag == "timedelta":
-        return datetime.timedelta(days=int(v[0]), seconds=int(v[1]), microseconds=int(v[2]))
-    if tag == "path":
-        return pathlib.Path(v) if data.get("concrete") else pathlib.PurePosixPath(v)
-    raise BoundaryError(f"unknown value tag {tag!r}")
-
-
-def _plain(value, encode, depth: int):
-    """The encoding of a plain value (exact built-in types), or None when `value` is not one."""
-    kind = type(value)
-    if value is None or kind is bool or kind is int or kind is str or kind is float:
-        return value, True
-    if kind is bytes or kind is bytearray:
-        return {"$": "bytes", "v": base64.b64encode(bytes(value)).decode()}, True
-    if kind is complex:
-        return {"$": "complex", "v": [value.real, value.imag]}, True
-    if kind in (list, tuple, set, frozenset):
-        return {"$": kind.__name__, "v": [encode(item, depth + 1) for item in value]}, True
-    if kind is dict:
-        return {"$": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}, True
-    tagged = _encode_value_types(value)
-    if tagged is not None:
-        return tagged, True
-    return None, False
-
-
-def _decode_plain(data, decode):
-    """(value, True) for the plain tags, (None, False) for the others."""
-    if not isinstance(data, dict):
-        if isinstance(data, list):
-            raise BoundaryError("malformed value on the boundary")
-        return data, True
-    tag = data.get("$")
-    if tag == "bytes":
-        return base64.b64decode(data["v"]), True
-    if tag == "complex":
-        return complex(float(data["v"][0]), float(data["v"][1])), True
-    if tag in ("list", "tuple", "set", "frozenset"):
-        items = [decode(item) for item in data["v"]]
-        return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items), True
-    if tag == "dict":
-        return {decode(k): decode(v) for k, v in data["v"]}, True
-    if tag in ("decimal", "fraction", "datetime", "date", "time", "timedelta", "path"):
-        return _decode_value_types(tag, data), True
-    if tag == "builtin":
-        found = getattr(builtins, str(data["name"]), None)
-        if found is None or not _harmless_builtin(str(data["name"]), found):
-            raise BoundaryError(f"the built-in {data['name']!r} does not cross the boundary")
-        return found, True
-    return None, False
-
-
-_PURE_BUILTINS = {"abs", "all", "any", "ascii", "bin", "callable", "chr", "divmod", "format", "hash", "hex", "id",
-                  "isinstance", "issubclass", "iter", "len", "max", "min", "next", "oct", "ord", "pow", "repr", "round",
-                  "sorted", "sum"}
-
-
-def _harmless_builtin(name: str, value) -> bool:
-    """A built-in a value from the child may name: a type (but `type`) or a function of data alone;
-    never `eval`, `exec`, `open`, `getattr`, `__import__` and the like."""
-    return name in _PURE_BUILTINS or (isinstance(value, type) and value is not type)
-
-
-def _builtin_name(value) -> str | None:
-    """The name of a built-in function or type, when `value` is one (crosses as itself)."""
-    name = getattr(value, "__name__", None)
-    if isinstance(name, str) and getattr(value, "__module__", None) == "builtins" and getattr(builtins, name, None) is value:
-        return name
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
-# The test process's side
-# ---------------------------------------------------------------------------------------------
-
-
-class Inert:
-    """An inert copy of an object of the solution: its fields, compared and hashed by value."""
-
-    def __eq__(self, other):
-        if not isinstance(other, Inert):
-            return NotImplemented
-        return type(self) is type(other) and _fields(self) == _fields(other)
-
-    def __ne__(self, other):
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    def __hash__(self):
-        return hash((type(self).__qualname__, _frozen(_fields(self))))
-
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__") or name == "_agentrl_handle":
-            raise AttributeError(name)
-        return _boundary_of(self).on_object(self, "getattr", name)
-
-    def __repr__(self):
-        return _boundary_of(self).text(self, "repr")
-
-    def __str__(self):
-        return _boundary_of(self).text(self, "str")
-
-    def __bool__(self):
-        return _boundary_of(self).unary(self, "truth", bool)
-
-    def __len__(self):
-        return _boundary_of(self).unary(self, "len", int)
-
-    def __iter__(self):
-        return _boundary_of(self).unary(self, "iter", None)
-
-    def __contains__(self, item):
-        return _boundary_of(self).binary(self, "contains", item, bool)
-
-    def __getitem__(self, key):
-        return _boundary_of(self).binary(self, "getitem", key)
-
-    def __call__(self, *args, **kwargs):
-        return _boundary_of(self).call(self, args, kwargs)
-
-
-def _add_operators() -> None:
-    def binary(name, swap=False):
-        def method(self, other):
-            left, right = (other, self) if swap else (self, other)
-            return _boundary_of(self).binary_values(name, left, right)
-        return method
-
-    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift", "matmul"):
-        setattr(Inert, f"__{name}__", binary(name if name not in ("and", "or") else name + "_"))
-        setattr(Inert, f"__r{name}__", binary(name if name not in ("and", "or") else name + "_", swap=True))
-    for name in ("lt", "le", "gt", "ge"):
-        setattr(Inert, f"__{name}__", binary(name))
-    for name in ("neg", "pos", "abs", "invert", "index"):
-        setattr(Inert, f"__{name}__", lambda self, _n=name: _boundary_of(self).unary(self, _n, None))
-    Inert.__int__ = lambda self: _boundary_of(self).unary(self, "int", int)
-    Inert.__float__ = lambda self: _boundary_of(self).unary(self, "float", float)
-
-
-_add_operators()
-
-
-def _fields(obj) -> dict:
-    return {k: v for k, v in object.__getattribute__(obj, "__dict__").items() if k != "_agentrl_handle"}
-
-
-def _frozen(value):
-    if isinstance(value, dict):
-        return tuple(sorted(((repr(k), _frozen(v)) for k, v in value.items()), key=lambda kv: kv[0]))
-    if isinstance(value, (list, tuple)):
-        return tuple(_frozen(v) for v in value)
-    if isinstance(value, set):
-        return frozenset(_frozen(v) for v in value)
-    return value
-
-
-_BOUNDARIES: dict[int, "Boundary"] = {}
-
-
-def _boundary_of(obj) -> "Boundary":
-    return _BOUNDARIES[type(obj)._agentrl_boundary]
-
-
-class RemoteClass(type):
-    """The metaclass of the local stand-ins for the child's classes: calling one makes the object
-    in the child; its attributes are the child's class attributes."""
-
-    def __call__(cls, *args, **kwargs):
-        return _BOUNDARIES[cls._agentrl_boundary].call(cls, args, kwargs)
-
-    def __getattr__(cls, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return _BOUNDARIES[cls._agentrl_boundary].on_handle(cls._agentrl_handle, "getattr", name)
-
-    def __repr__(cls):
-        return f"<class {cls.__module__}.{cls.__qualname__} (across the boundary)>"
-
-
-class RemoteCallable:
-    """A function, method or other callable of the child."""
-
-    def __init__(self, boundary: "Boundary", handle: int, name: str, owner: Inert | None = None) -> None:
-        self._agentrl_boundary, self._agentrl_handle, self.__name__ = boundary, handle, name
-        self.__qualname__ = name
-        self._agentrl_owner = owner  # the inert copy whose method this is: refreshed after each call
-
-    def __call__(self, *args, **kwargs):
-        return self._agentrl_boundary.call(self, args, kwargs)
-
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return self._agentrl_boundary.on_handle(self._agentrl_handle, "getattr", name)
-
-    def __repr__(self):
-        return f"<{self.__name__} (across the boundary)>"
-
-
-class RemoteIterator:
-    def __init__(self, boundary: "Boundary", handle: int) -> None:
-        self._agentrl_boundary, self._agentrl_handle = boundary, handle
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return self._agentrl_boundary.on_handle(self._agentrl_handle, "next", None)
-
-
-_MODULE_MACHINERY = {"__path__", "__file__", "__cached__", "__loader__", "__spec__", "__package__", "__builtins__",
-                     "__getattr__", "__dir__", "__wrapped__", "__origin__", "__class__", "__dict__"}
-
-
-class ProxyModule(types.ModuleType):
-    """A module of the solution: every attribute is asked of the child's module."""
-
-    def __getattr__(self, name):
-        if name in _MODULE_MACHINERY or "_agentrl_handle" not in self.__dict__:
-            raise AttributeError(name)
-        boundary = _BOUNDARIES[self.__dict__["_agentrl_boundary"]]
-        try:
-            return boundary.on_handle(self.__dict__["_agentrl_handle"], "getattr", name)
-        except AttributeError:
-            if name != "__all__":
-                raise
-            return [n for n in boundary.on_handle(self.__dict__["_agentrl_handle"], "dir", None) if not n.startswith("_")]
-
-    def __setattr__(self, name, value):
-        if name.startswith("__") and name.endswith("__") or name.startswith("_agentrl_") or "_agentrl_handle" not in self.__dict__:
-            return super().__setattr__(name, value)
-        boundary = _BOUNDARIES[self.__dict__["_agentrl_boundary"]]
-        boundary.on_handle(self.__dict__["_agentrl_handle"], "setattr", name, value)
-
-    def __delattr__(self, name):
-        if name in self.__dict__:
-            return super().__delattr__(name)
-        boundary = _BOUNDARIES[self.__dict__["_agentrl_boundary"]]
-        boundary.on_handle(self.__dict__["_agentrl_handle"], "delattr", name)
-
-    def __dir__(self):
-        boundary = _BOUNDARIES[self.__dict__["_agentrl_boundary"]]
-        return sorted(set(boundary.on_handle(self.__dict__["_agentrl_handle"], "dir", None)) | set(self.__dict__))
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, boundary: "Boundary") -> None:
-        self.boundary = boundary
-
-    def find_spec(self, name, path, target=None):
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or not spec.origin or not os.path.isfile(spec.origin) or not self.boundary.may_write(spec.origin):
-            return None
-        proxy = importlib.util.spec_from_loader(name, _Loader(self.boundary, spec.origin), origin=spec.origin,
-                                                is_package=spec.submodule_search_locations is not None)
-        if spec.submodule_search_locations is not None:
-            proxy.submodule_search_locations = list(spec.submodule_search_locations)
-        proxy.has_location = True
-        return proxy
-
-
-class _Loader(importlib.abc.Loader):
-    def __init__(self, boundary: "Boundary", origin: str) -> None:
-        self.boundary, self.origin = boundary, origin
-
-    def create_module(self, spec):
-        return ProxyModule(spec.name)
-
-    def exec_module(self, module):
-        self.boundary.import_module(module)
+def ship(directory) -> None:
+    """Copy the boundary's modules into `directory` (the harness's) as `agentrl_boundary*.py`."""
+    for stem in PARTS:
+        shutil.copyfile(_part(stem), os.path.join(directory, f"agentrl_{stem}.py"))
 
 
 class Boundary:
@@ -471,7 +158,7 @@ class Boundary:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         self._child = subprocess.Popen(
-            [sys.executable, "-I", "-B", os.path.abspath(__file__), "--child", str(to_child_r), str(from_child_w)],
+            [sys.executable, "-I", "-B", _part("boundary_child"), "--child", str(to_child_r), str(from_child_w)],
             cwd=self.workspace, stdin=subprocess.DEVNULL, pass_fds=(to_child_r, from_child_w), close_fds=True)
         os.close(to_child_r)
         os.close(from_child_w)
@@ -744,295 +431,3 @@ def _safe_repr(value) -> str:
         return repr(value)[:200]
     except Exception:  # noqa: BLE001
         return f"<{type(value).__name__}>"
-
-
-# ---------------------------------------------------------------------------------------------
-# The child's side
-# ---------------------------------------------------------------------------------------------
-
-
-class _TestObject:
-    """An object of the tests, in the child: attributes and calls go back to the test process."""
-
-    def __init__(self, child: "_Child", number: int, text: str) -> None:
-        object.__setattr__(self, "_agentrl", (child, number, text))
-
-    def __call__(self, *args, **kwargs):
-        child, number, _ = object.__getattribute__(self, "_agentrl")
-        return child.callback({"op": "tcall", "id": number, "args": [child.encode(a) for a in args],
-                               "kwargs": {k: child.encode(v) for k, v in kwargs.items()}})
-
-    def __getattr__(self, name):
-        child, number, _ = object.__getattribute__(self, "_agentrl")
-        return child.callback({"op": "tgetattr", "id": number, "name": name})
-
-    def __repr__(self):
-        return object.__getattribute__(self, "_agentrl")[2]
-
-
-class _Child:
-    def __init__(self, read_fd: int, write_fd: int) -> None:
-        self.objects: dict[int, object] = {}
-        self.handles: dict[int, int] = {}
-        self.numbers = itertools.count(1)
-        self.test_objects: dict[int, _TestObject] = {}
-        self._encoding: set[int] = set()
-        self.channel = _Channel(read_fd, write_fd, self.serve)
-
-    def run(self) -> None:
-        while True:
-            request = self.channel.receive()
-            if request is None:
-                return
-            self.channel.send(self.serve(request))
-
-    def callback(self, message: dict):
-        reply = self.channel.roundtrip(message)
-        if "err" in reply:
-            err = reply["err"]
-            cls = getattr(builtins, str(err.get("type")), None) if err.get("builtin") else None
-            if isinstance(cls, type) and issubclass(cls, Exception):
-                raise cls(err.get("message", ""))
-            raise RuntimeError(f"{err.get('type')}: {err.get('message')}")
-        return self.decode(reply["ok"])
-
-    def handle(self, obj) -> int:
-        key = id(obj)
-        if key in self.handles and self.objects.get(self.handles[key]) is obj:
-            return self.handles[key]
-        number = next(self.numbers)
-        self.objects[number] = obj
-        self.handles[key] = number
-        return number
-
-    # --- serving -------------------------------------------------------------------------------
-
-    def serve(self, request: dict) -> dict:
-        try:
-            op, owner = request["op"], None
-            if op == "import":
-                for path in reversed(request.get("paths") or []):
-                    if path not in sys.path:
-                        sys.path.insert(0, path)
-                module = importlib.import_module(request["name"])
-                return {"ok": self.handle(module)}
-            if op == "operator":
-                left, right = (self.decode(a) for a in request["args"])
-                return {"ok": self.encode(getattr(operator, request["name"])(left, right))}
-            target = self.decode(request["target"])
-            reply: dict = {}
-            if op == "getattr":
-                result = getattr(target, request["name"])
-            elif op == "setattr":
-                setattr(target, request["name"], self.decode(request["value"]))
-                result = None
-            elif op == "delattr":
-                delattr(target, request["name"])
-                result = None
-            elif op == "dir":
-                result = [str(n) for n in dir(target)]
-            elif op == "call":
-                owner = self.decode(request["owner"]) if "owner" in request else None
-                args = [self.decode(a) for a in request["args"]]
-                kwargs = {k: self.decode(v) for k, v in request["kwargs"].items()}
-                result = target(*args, **kwargs)
-                reply["after"] = [self.encode(a) if type(a) in (list, dict, set) or self._is_object(a) else None
-                                  for a in args]
-            elif op == "unary":
-                result = self._unary(request["name"], target)
-            elif op == "binary":
-                other = self.decode(request["other"])
-                result = operator.contains(target, other) if request["name"] == "contains" else operator.getitem(target, other)
-            elif op == "next":
-                result = next(target)
-            else:
-                raise ValueError(f"unknown operation {op!r}")
-            refreshed = owner if op == "call" and owner is not None else target
-            if request.get("refresh") and self._is_object(refreshed):
-                reply["self"] = self._fields(refreshed)
-            reply["ok"] = self.encode(result)
-            return reply
-        except BaseException as err:  # noqa: BLE001 - whatever the solution raised crosses as data
-            reply = {"err": self.describe_exception(err)}
-            try:  # what the call changed before it raised is still changed
-                if op == "call" and owner is not None and request.get("refresh") and self._is_object(owner):
-                    reply["self"] = self._fields(owner)
-            except BaseException:  # noqa: BLE001, S110
-                pass
-            return reply
-
-    def _unary(self, name: str, target):
-        if name == "truth":
-            return bool(target)
-        if name == "len":
-            return len(target)
-        if name == "iter":
-            return iter(target)
-        if name == "repr":
-            return repr(target)
-        if name == "str":
-            return str(target)
-        if name == "int":
-            return int(target)
-        if name == "float":
-            return float(target)
-        return getattr(operator, name)(target)
-
-    def describe_exception(self, err: BaseException) -> dict:
-        kind = type(err)
-        desc = {"type": kind.__name__, "builtin": kind.__module__ == "builtins", "message": _safe_str(err)}
-        try:
-            desc["args"] = self.encode(err.args)
-        except Exception:  # noqa: BLE001
-            desc["args"] = None
-        if not desc["builtin"]:
-            try:
-                desc["cls"] = self.class_desc(kind)
-                desc["fields"] = self._fields(err) if hasattr(err, "__dict__") else {}
-            except Exception:  # noqa: BLE001
-                desc.pop("cls", None)
-        return desc
-
-    # --- values ------------------------------------------------------------------------------
-
-    @staticmethod
-    def _is_object(value) -> bool:
-        try:
-            object.__getattribute__(value, "__dict__")
-        except AttributeError:
-            return False
-        return not isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType, BaseException))
-
-    def _fields(self, obj, depth: int = 0) -> dict:
-        fields = dict(object.__getattribute__(obj, "__dict__"))
-        for cls in type(obj).__mro__:
-            for slot in cls.__dict__.get("__slots__", ()) if not isinstance(cls.__dict__.get("__slots__", ()), str) else [cls.__dict__["__slots__"]]:
-                if slot not in ("__dict__", "__weakref__"):
-                    try:
-                        fields[slot] = object.__getattribute__(obj, slot)
-                    except AttributeError:
-                        continue
-        return {str(k): self.encode(v, depth + 1) for k, v in fields.items()}
-
-    def class_desc(self, cls: type, depth: int = 0) -> dict:
-        desc = {"$": "class", "h": self.handle(cls), "module": str(getattr(cls, "__module__", "?")),
-                "qualname": str(getattr(cls, "__qualname__", cls.__name__)), "exc": issubclass(cls, BaseException)}
-        if depth < 20:
-            desc["bases"] = [self.class_desc(b, depth + 1) for b in cls.__bases__
-                             if b is not object and getattr(b, "__module__", None) != "builtins"]
-        if desc["exc"]:
-            desc["builtin_bases"] = [b.__name__ for b in cls.__mro__ if getattr(b, "__module__", None) == "builtins"]
-        desc["hashable"] = getattr(cls, "__hash__", None) is not None
-        if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-            desc["nt_fields"] = [str(f) for f in cls._fields]
-        return desc
-
-    def encode(self, value, depth: int = 0):
-        if depth > MAX_DEPTH:
-            raise ValueError("a value too deeply nested to cross the boundary")
-        plain, ok = _plain(value, self.encode, depth)
-        if ok:
-            return plain
-        if isinstance(value, _TestObject):
-            return {"$": "test", "id": object.__getattribute__(value, "_agentrl")[1]}
-        name = _builtin_name(value)
-        if name is not None:
-            return {"$": "builtin", "name": name}
-        if isinstance(value, type):
-            return self.class_desc(value)
-        if isinstance(value, types.ModuleType):
-            return {"$": "module", "h": self.handle(value), "name": value.__name__}
-        if isinstance(value, BaseException):
-            return {"$": "exc", **self.describe_exception(value)}
-        if isinstance(value, tuple) and isinstance(getattr(type(value), "_fields", None), tuple):
-            return {"$": "nt", "cls": self.class_desc(type(value)), "v": [self.encode(v, depth + 1) for v in tuple.__iter__(value)]}
-        import enum
-
-        if not isinstance(value, enum.Enum):
-            for kind in (str, int, float, bytes, list, tuple, dict, set, frozenset):  # subclasses: the built-in value
-                if isinstance(value, kind) and not isinstance(value, bool):
-                    return self.encode(_as_builtin(value, kind), depth)
-        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.BuiltinMethodType,
-                              types.MethodWrapperType, types.WrapperDescriptorType)) or type(value).__name__ == "partial":
-            return {"$": "ref", "h": self.handle(value), "name": str(getattr(value, "__qualname__", "function"))}
-        if hasattr(type(value), "__next__") and hasattr(type(value), "__iter__"):
-            return {"$": "iter", "h": self.handle(value)}
-        if self._is_object(value) or getattr(type(value), "__slots__", None):
-            handle = self.handle(value)
-            if handle in self._encoding:  # a cycle (a parent pointer): the object being encoded above
-                return {"$": "backref", "h": handle}
-            self._encoding.add(handle)
-            try:
-                return {"$": "obj", "cls": self.class_desc(type(value)), "h": handle, "f": self._fields(value, depth)}
-            finally:
-                self._encoding.discard(handle)
-        if callable(value):
-            return {"$": "ref", "h": self.handle(value), "name": str(getattr(value, "__qualname__", type(value).__name__))}
-        raise TypeError(f"a {type(value).__module__}.{type(value).__qualname__} cannot cross the boundary "
-                        "(plain values and objects with fields can; give the task boundary 'none' for live objects)")
-
-    def decode(self, data):
-        value, ok = _decode_plain(data, self.decode)
-        if ok:
-            return value
-        tag = data.get("$")
-        if tag == "handle":
-            obj = self.objects[int(data["h"])]
-            if "fields" in data and self._is_object(obj):
-                sent = data["fields"]
-                current = self._fields(obj)
-                fields = sent.get("v", []) if isinstance(sent, dict) else []
-                for key_data, field in fields:
-                    key = self.decode(key_data)
-                    if current.get(key) == field:
-                        continue
-                    new = self.decode(field)
-                    try:
-                        old = getattr(obj, key)
-                        if old is new or (type(old) is type(new) and old == new):
-                            continue
-                    except Exception:  # noqa: BLE001, S110 - then it is set
-                        pass
-                    try:
-                        setattr(obj, key, new)
-                    except Exception:  # noqa: BLE001, S112 - a frozen or computed field keeps its value
-                        continue
-            return obj
-        if tag == "new":
-            cls = self.objects[int(data["cls"])]
-            return cls(*[self.decode(v) for v in data["v"]])
-        if tag == "test":
-            number = int(data["id"])
-            if number not in self.test_objects:
-                self.test_objects[number] = _TestObject(self, number, str(data.get("repr", "<test object>")))
-            return self.test_objects[number]
-        if tag == "exc":
-            cls = getattr(builtins, str(data.get("type")), None) if data.get("builtin") else None
-            if isinstance(cls, type) and issubclass(cls, BaseException):
-                return cls(*(self.decode(data["args"]) if data.get("args") else (data.get("message", ""),)))
-            return RuntimeError(f"{data.get('type')}: {data.get('message')}")
-        raise ValueError(f"unknown value tag {tag!r} from the tests")
-
-
-def _safe_str(err: BaseException) -> str:
-    try:
-        return str(err)[:2000]
-    except Exception:  # noqa: BLE001
-        return f"<{type(err).__name__}>"
-
-
-def _child_main(argv: list[str]) -> None:
-    read_fd, write_fd = int(argv[2]), int(argv[3])
-    os.set_inheritable(read_fd, False)
-    os.set_inheritable(write_fd, False)
-    sys.path.insert(0, os.getcwd())  # the workspace, first: as `python script.py` would run the solution
-    for stream in (sys.stdout, sys.stderr):  # what it prints reaches the output before it is stopped
-        stream.reconfigure(line_buffering=True)
-    sys.argv = ["agentrl-solution"]
-    _Child(read_fd, write_fd).run()
-    sys.stdout.flush()
-    os._exit(0)
-
-
-if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--child":
-    _child_main(sys.argv)

@@ -85,7 +85,7 @@ def place_harness(run_dir: Path) -> Path:
     directory.mkdir()
     shutil.copyfile(harness.__file__, directory / "harness.py")
     shutil.copyfile(suite.__file__, directory / "agentrl_suite.py")
-    shutil.copyfile(boundary.__file__, directory / "agentrl_boundary.py")
+    boundary.ship(directory)  # agentrl_boundary.py and its parts
     (directory / "pytest.ini").write_text("[pytest]\n")
     for path in directory.iterdir():
         path.chmod(0o444)

@@ -24,19 +24,20 @@ replaced commits the store holds already enters the ledger without its rows.
 Given a chunks URL (`chunks_url`, default `$AGENTRL_CHUNKS_URL`), a pass first copies the run files
 published there by runs on other machines into this runs directory (`agentrl.record.published`),
 so a head that shares nothing with the writers but the URL finds their runs by listing it.
+
+Each run's record (`runs`), its damaged run files and runs whose files were removed:
+`agentrl.store.runrecords`.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import logging
 import os
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -46,25 +47,20 @@ import pyarrow as pa
 from agentrl.record.chunks import CHUNKS_DIR, ChunkFolderUnreachable, Commit, commit_number, sweep_uncommitted
 from agentrl.record.locations import CHUNKS_URL_ENV, chunk_folder
 from agentrl.record.published import sync_published
-from agentrl.record.rows import RECORD_SCHEMA_VERSION, conform
+from agentrl.record.rows import conform
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, list_run_dirs, utc_now
 from agentrl.record.runfiles import RunFileError, read_meta, read_status
 from agentrl.store import decisions
-from agentrl.store.discovery import (Cursor, Unit, commit_unit, legacy_units, mtime_ns, new_commits, path_signature,
-                                     replaced_markers)
+from agentrl.store.discovery import Cursor, Unit, commit_unit, legacy_units, mtime_ns, new_commits, replaced_markers
 from agentrl.store.loop import BackgroundIngest  # noqa: F401 - the dashboard's loop, imported from here
 from agentrl.store.queries.ledger import (
     aggregate_step_behaviours,
     aggregate_step_components,
     aggregate_step_tallies,
-    fail_lost_run,
     insert_trajectories,
-    last_stored_step,
-    run_labels,
     take_without_rows,
-    unfinished_runs,
-    upsert_run,
 )
+from agentrl.store.runrecords import RunRecords
 from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for callers
     StoreDamagedError,
     StoreError,
@@ -96,16 +92,7 @@ class IngestReport:
     published: int = 0  # copies of runs published under the chunks URL made or brought up to date
 
 
-def _parse_ts(value) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return None
-
-
-class Ingestor:
+class Ingestor(RunRecords):
     """Copies new chunks and run status into the store; safe to call from one thread at a time.
 
     Keeps in memory which files it has taken (seeded from `ingested_files`), the next commit
@@ -232,76 +219,6 @@ class Ingestor:
                 continue
             if not had_units:
                 self._drained[run.run_id] = mtime_ns(run.status_path)
-
-    def _end_lost_runs(self, listed: set[str], report: IngestReport) -> None:
-        """A run the store holds as queued or running whose run.json or whole folder was removed
-        would stay `running` for good: it is `failed` with why ("run.json was removed at step 11",
-        the last step the store holds), its rows stay, and it can be deleted. (A run that is still
-        alive writes its run.json back and says so itself, `agentrl.record.run`.)"""
-        for run_id in unfinished_runs(self.con):
-            if run_id in listed:
-                continue
-            what = "run.json" if (self.runs_dir / run_id).is_dir() else "the run folder"
-            reason = f"{what} was removed at step {last_stored_step(self.con, run_id)}"
-            fail_lost_run(self.con, run_id, reason, utc_now())
-            self._run_signatures.pop(run_id, None)  # should it come back, its files are read again
-            self._cursors.pop(run_id, None)
-            self._drained.pop(run_id, None)
-            report.runs_synced += 1
-            self.log(f"ingest: run {run_id} failed: {reason}")
-
-    def _bad_run_file(self, run: RunDir, error: RunFileError, report: IngestReport) -> None:
-        """Name a damaged run.json or status.json once (again only when the file changes)."""
-        path = error.path
-        key = f"{run.run_id}/{path.name}"
-        try:
-            stat = path.stat()
-            signature = (stat.st_size, stat.st_mtime_ns)
-        except OSError:
-            signature = (None, None)
-        if self._bad.get(key) != signature:
-            self._record_bad(key, str(path), signature, error.detail, report)
-
-    def _run_file_fixed(self, run: RunDir) -> None:
-        """A run file named as damaged was rewritten and reads again: its error no longer stands."""
-        for path in (run.meta_path, run.status_path):
-            key = f"{run.run_id}/{path.name}"
-            if key not in self._bad:
-                continue
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            if self._bad[key] != (stat.st_size, stat.st_mtime_ns):
-                del self._bad[key]
-                self.con.execute("DELETE FROM ingest_errors WHERE path = ?", [key])
-
-    def _sync_run(self, run: RunDir, meta: dict | None, status: dict, report: IngestReport) -> bool:
-        """Copy the run's record into `runs`; False when its record format cannot be read."""
-        if meta is None:
-            return False
-        version = meta.get("record_schema_version", 1)
-        if not isinstance(version, int) or not 1 <= version <= RECORD_SCHEMA_VERSION:
-            marker = run.meta_path
-            key = f"{run.run_id}/run.json"
-            if key not in self._bad:
-                self._record_bad(key, str(marker), path_signature(marker), f"run {run.run_id} was written with record "
-                                 f"schema {version!r}; this agentrl reads schemas 1 to {RECORD_SCHEMA_VERSION}: "
-                                 "upgrade agentrl to read it", report)
-            return False
-        signature = tuple(sorted((k, str(v)) for k, v in status.items()))
-        if self._run_signatures.get(run.run_id) == signature:
-            return True
-        config = meta.get("config") or {}
-        upsert_run(self.con, [
-            run.run_id, meta.get("name", run.run_id), meta.get("kind", config.get("kind", "tabular")),
-            meta.get("scorer", config.get("scorer", "")), status.get("status", "queued"), json.dumps(config),
-            _parse_ts(meta.get("created_at")) or utc_now(), _parse_ts(status.get("started_at")),
-            _parse_ts(status.get("ended_at")), status.get("error"), status.get("pid"), meta.get("total_steps"),
-            str(run.root), version, *run_labels(meta)])
-        self._run_signatures[run.run_id] = signature
-        report.runs_synced += 1
-        return True
 
     def _cursor(self, run: RunDir, meta: dict) -> Cursor:
         """This run's place in its commits (a new one when run.json moves its chunks elsewhere)."""

@@ -55,7 +55,7 @@ def log_steps(run, steps: int, per_step: int, first: int = 1) -> None:
 
 def test_a_run_writes_commits_and_run_files_to_the_bucket_and_no_secret_anywhere(endpoint, tmp_path):
     url = f"s3://{endpoint.bucket}/runs"
-    run = agentrl.init("s3-run", {"lr": 0.1}, runs_dir=tmp_path / "a", total_steps=3, chunks_url=url, flush_interval=0.2)
+    run = agentrl.init(name="s3-run", config={"lr": 0.1}, runs_dir=tmp_path / "a", total_steps=3, chunks_url=url, flush_interval=0.2)
     log_steps(run, 3, 4)
     run.finish()
 
@@ -78,7 +78,7 @@ def test_a_run_writes_commits_and_run_files_to_the_bucket_and_no_secret_anywhere
 def test_a_bucket_that_does_not_exist_is_refused_in_one_line_and_never_created(endpoint, tmp_path):
     missing = f"{endpoint.bucket}-typo"
     with pytest.raises(ChunkLocationError, match=f"bucket '{missing}' does not exist.*never creates one") as caught:
-        agentrl.init("typo", runs_dir=tmp_path / "a", chunks_url=f"s3://{missing}/runs")
+        agentrl.init(name="typo", runs_dir=tmp_path / "a", chunks_url=f"s3://{missing}/runs")
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "a").exists() or not any((tmp_path / "a").iterdir())  # no run folder was made
     import boto3
@@ -126,7 +126,7 @@ WRITER = textwrap.dedent("""
     import sys, time
     import agentrl
     runs_dir, url, steps, per_step = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    run = agentrl.init("cut", runs_dir=runs_dir, total_steps=steps, chunks_url=url, flush_interval=0.2)
+    run = agentrl.init(name="cut", runs_dir=runs_dir, total_steps=steps, chunks_url=url, flush_interval=0.2)
     print("RUN", run.run_id, flush=True)
     for step in range(1, steps + 1):
         run.log_trajectories(step, [{"traj_idx": i, "task_id": f"t{i}", "reward": 1.0} for i in range(per_step)])
