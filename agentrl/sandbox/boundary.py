@@ -404,19 +404,6 @@ class Boundary:
                 state.update(_fields(value), _agentrl_handle=handle)
 
 
-def _as_builtin(value, kind):
-    if kind is str:
-        return str.__str__(value)
-    if kind is int:
-        return int.__index__(value)
-    if kind is float:
-        return float.__float__(value)
-    if kind is bytes:
-        return bytes(memoryview(value))
-    if kind is dict:
-        return {k: v for k, v in dict.items(value)}
-    return kind(list(kind.__iter__(value)))
-
 
 def _encodable(value) -> bool:
     try:
