@@ -95,8 +95,11 @@ def with_fixtures(runs_dir: Path, config: RunConfig) -> RunConfig:
 
 def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
     """A new run's folder for `config`: run.json (who it is), config.json, and a `queued` status.json.
-    A config without `fixtures` gets the fixtures of its task stored so far (`with_fixtures`)."""
-    config = with_fixtures(Path(runs_dir), config)
+    A config without `fixtures` gets the fixtures of its task stored so far (`with_fixtures`); its
+    scanners get their held-out figures recorded (`agentrl.scan.enforce.with_scanner_validation`)."""
+    from agentrl.scan.enforce import with_scanner_validation
+
+    config = with_scanner_validation(Path(runs_dir), with_fixtures(Path(runs_dir), config))
     run = new_run(Path(runs_dir), config.name, config.kind, config.scorer, config.model_dump(mode="json"),
                   total_steps=config.total_steps)
     try:

@@ -131,12 +131,13 @@ class RolloutScore:
 
 
 def score_rollouts(task, scorer: str, values: dict[str, list], completions: list, environments: list | None,
-                   fixtures: Sequence[Any] = ()) -> list[RolloutScore]:
+                   fixtures: Sequence[Any] = (), scanners: Sequence[Any] = ()) -> list[RolloutScore]:
     """Score rollouts whose reward functions already ran (`values`: function name -> one value per
     rollout, None allowed): the weighted sum of the task's reward functions (TRL's `nansum`), and
     for `guarded` the verdict's penalties added and the ineligible vetoed. `verify` runs for both,
     so an outcome-only run still records its violations. A rollout that repeats one of `fixtures`
-    is flagged for both, and for `guarded` penalised (`fixture_penalty`) and vetoed."""
+    is flagged for both, and for `guarded` penalised (`fixture_penalty`) and vetoed; so is a hit of
+    one of `scanners` (`agentrl.scan.enforce.load_enforced`: the run's scanners, loaded)."""
     import math
 
     guarded = get_scorer_spec(scorer).guarded
@@ -176,6 +177,13 @@ def score_rollouts(task, scorer: str, values: dict[str, list], completions: list
                 violation = True
                 eligible = False if guarded else eligible
                 reason = "; ".join(filter(None, [reason, fixture_reason(hit.fixture_id)]))
+        if scanners:  # like a fixture's repeat: flagged, and under guarded penalised and vetoed
+            found = scanners.rollout(task, guarded, completion, environment, actions, behaviour, components, task_reward)
+            components.update(found.terms)
+            penalty, reward = penalty + found.penalty, reward + found.penalty
+            if found.reasons:
+                violation, eligible = True, (False if guarded else eligible)
+                reason = "; ".join(filter(None, [reason, *found.reasons]))
         scores.append(RolloutScore(
             reward=reward, components=components, eligible=eligible,
             violation=violation, success=bool(success), reason=reason, penalty=penalty,

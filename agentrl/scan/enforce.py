@@ -52,7 +52,14 @@ def _spec_fields(value: Any) -> tuple[str, str | None]:
     return str(value.spec), getattr(value, "version", None)
 
 
-def load_enforced(specs: Sequence[Any], task: Any = None) -> list[Scanner]:
+class Enforced(list):
+    """A run's loaded scanners, as the scorers ask them (`agentrl.scorers` imports nothing of ours)."""
+
+    def rollout(self, task, guarded, completion, environment, actions, behaviour, components, reward) -> ScannerVerdicts:
+        return rollout_verdicts(self, task, guarded, completion, environment, actions, behaviour, components, reward)
+
+
+def load_enforced(specs: Sequence[Any], task: Any = None) -> Enforced:
     """The scanners a config names (`ScannerSpec`s, dicts or `PATH:NAME` strings), each at the
     version the config recorded (ScanError, one line, when the rule has changed since)."""
     from agentrl.scan.loader import load_scanner
@@ -68,7 +75,7 @@ def load_enforced(specs: Sequence[Any], task: Any = None) -> list[Scanner]:
             raise ScanError(f"scanner {spec} is now version {scanner.version}, but the run's config recorded "
                             f"{version}; launch the run again so its config records the rule it enforces")
         out.append(scanner)
-    return out
+    return Enforced(out)
 
 
 def judge(scanners: Sequence[Scanner], trajectory: Trajectory, guarded: bool, penalty: float) -> ScannerVerdicts:

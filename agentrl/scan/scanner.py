@@ -98,13 +98,13 @@ def regex_scanner(name: str, pattern: str, where: Sequence[str] = WHERE, version
 
     def texts(trajectory: Trajectory):
         for item in trajectory.items:
-            if item.kind == "message" and "messages" in where:
+            if item.part == "message" and "messages" in where:
                 yield item, item.text
-            elif item.kind == "call" and "calls" in where:
+            elif item.part == "call" and "calls" in where:
                 yield item, item.searchable()
-            elif item.kind == "call" and "arguments" in where:
+            elif item.part == "call" and "arguments" in where:
                 yield item, json.dumps(dict(item.arguments or {}), sort_keys=True, default=str)
-            elif item.kind == "output" and "outputs" in where:
+            elif item.part == "output" and "outputs" in where:
                 yield item, item.text
 
     def scan(trajectory: Trajectory) -> ScanResult:
@@ -112,7 +112,7 @@ def regex_scanner(name: str, pattern: str, where: Sequence[str] = WHERE, version
         if len(found) < min_matches:
             return NO_HIT
         first = found[0]
-        said = explanation or f"/{pattern}/ matched {first[1]!r:.80} in {first[0].role} {first[0].kind} {first[0].index}"
+        said = explanation or f"/{pattern}/ matched {first[1]!r:.80} in {first[0].role} {first[0].part} {first[0].index}"
         return ScanResult(True, said, tuple(item.index for item, _ in found))
 
     source = json.dumps({"pattern": pattern, "where": list(where), "min_matches": min_matches}, sort_keys=True)

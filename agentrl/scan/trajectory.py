@@ -21,19 +21,19 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Item:
-    """One thing that happened: `role` is system, user, assistant, tool or state; `kind` is message,
+    """One thing that happened: `role` is system, user, assistant, tool or state; `part` is message,
     call (an assistant's tool call: `name` and `arguments` set) or output (a tool's result)."""
 
     index: int
     role: str
-    kind: str
+    part: str
     text: str
     name: str | None = None
     arguments: Mapping[str, Any] | None = None
 
     def searchable(self) -> str:
         """The text a regex reads: a call as `name({"arg": value})` (keys sorted), else the text."""
-        if self.kind == "call":
+        if self.part == "call":
             return f"{self.name}({json.dumps(dict(self.arguments or {}), sort_keys=True, default=str)})"
         return self.text
 
@@ -60,7 +60,7 @@ class Trajectory:
     row: dict | None = field(default=None, repr=False)  # the stored row it came from
 
     def calls(self) -> list[Item]:
-        return [i for i in self.items if i.kind == "call"]
+        return [i for i in self.items if i.part == "call"]
 
     @classmethod
     def of_messages(cls, messages: Sequence[Mapping[str, Any]], **fields: Any) -> Trajectory:
@@ -82,7 +82,7 @@ class Trajectory:
                 arguments = _arguments(function.get("arguments"))
                 items.append(Item(len(items), role, "call", "", name=str(function.get("name", "")), arguments=arguments))
         if "actions" not in fields:
-            fields["actions"] = [i.name for i in items if i.kind == "call"]
+            fields["actions"] = [i.name for i in items if i.part == "call"]
         return cls(items, **fields)
 
     @classmethod
@@ -90,7 +90,7 @@ class Trajectory:
         """From a stored trajectory row (`queries.trajectory` or `scan_inputs`)."""
         items = parse_text(row.get("prompt"), row.get("completion"))
         actions = [str(a) for a in (row.get("actions") if row.get("actions") is not None else []) if a is not None]
-        if not any(i.kind == "call" for i in items):
+        if not any(i.part == "call" for i in items):
             states = list(row.get("states") if row.get("states") is not None else [])
             for n, action in enumerate(actions):  # a gym's episode: the state seen, then the action taken
                 if n < len(states) and states[n] is not None:
@@ -100,7 +100,7 @@ class Trajectory:
         if components is not None and not isinstance(components, Mapping):
             components = dict(components)  # DuckDB MAP fetched as a list of pairs
         reward = row.get("reward")
-        return cls(items, actions=actions or [i.name for i in items if i.kind == "call"], behaviour=row.get("behaviour"),
+        return cls(items, actions=actions or [i.name for i in items if i.part == "call"], behaviour=row.get("behaviour"),
                    reward=None if reward is None else float(reward),
                    components={str(k): float(v) for k, v in (components or {}).items() if v is not None},
                    run_id=row.get("run_id"), step=_int(row.get("step")), traj_idx=_int(row.get("traj_idx")),
@@ -156,7 +156,7 @@ def parse_text(prompt: str | None, completion: str | None) -> list[Item]:
         if match is None:
             if line.strip() and items:
                 last = items[-1]
-                items[-1] = Item(last.index, last.role, last.kind, last.text + "\n" + line, last.name, last.arguments)
+                items[-1] = Item(last.index, last.role, last.part, last.text + "\n" + line, last.name, last.arguments)
             elif line.strip():
                 items.append(Item(len(items), "text", "message", line))
             continue

@@ -49,7 +49,7 @@ def reviewed(tmp_path_factory):
                 reviews.record_review(con, run_id, step, idx, "reject" if kind in SHORTCUTS else "approve", "rita", "forced")
     scan_run(con, run_id, load_scanner(f"{SCANNERS_JSON}:forced_approval"))
     yield runs_dir, run_id, con
-    con.close()
+    con.close()  # closing twice is harmless; the last tests close it early to run commands
 
 
 def test_rejects_and_fixtures_are_positives_and_approvals_negatives(reviewed):
@@ -70,11 +70,24 @@ def test_a_regex_scanner_is_scored_on_each_split_and_verify_beside_it(reviewed):
     assert verify.recall == 0.0 and verify.true_positives == 0 and verify.note == "no hits"  # verify misses the shortcut
 
 
+def test_a_launched_config_records_each_scanners_version_and_held_out_figures(reviewed):
+    from agentrl.config import make_config
+    from agentrl.scan.enforce import with_scanner_validation
+    from tests_scan_paths import TASK_SPEC
+
+    runs_dir, run_id, con = reviewed
+    con.close()
+    config = make_config(kind="trl", task=TASK_SPEC, scorer="guarded", scanners=[f"{SCANNERS_JSON}:forced_approval"])
+    (spec,) = with_scanner_validation(runs_dir, config).scanners
+    assert spec.version == load_scanner(spec.spec).version
+    assert spec.validation["split"] == "held_out" and (spec.validation["recall"], spec.validation["precision"]) == (1.0, 1.0)
+
+
 def test_the_validate_command_prints_every_column_of_the_interface(reviewed, capsys):
     from agentrl.cli import main
 
     runs_dir, run_id, con = reviewed
-    con.close()  # the command opens the store itself (last test of the module)
+    con.close()  # the command opens the store itself
     assert main(["scan", run_id, "--validate", "--json", "--runs-dir", str(runs_dir)]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["scanner"] for r in rows} == {"verify", "forced_approval"}
