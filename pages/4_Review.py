@@ -198,7 +198,9 @@ if gate_tab.open:
         last_steps = g2.number_input("Review coverage over the last K steps", 1, 10_000, defaults.last_steps)
         min_share = g3.number_input("…every behaviour with at least this share of the top-reward quarter", 0.01, 1.0,
                                     defaults.min_share, 0.01)
-        settings = gate.GateSettings(min_success=min_success, last_steps=int(last_steps), min_share=float(min_share))
+        min_recall = st.slider("Each enforced scanner's held-out recall at least", 0.0, 1.0, defaults.min_scanner_recall, 0.05)
+        settings = gate.GateSettings(min_success=min_success, last_steps=int(last_steps), min_share=float(min_share),
+                                     min_scanner_recall=float(min_recall))
         report = gate.evaluate_gate(con, svc.runs_dir, run_id, settings)
         ui.table(gate.checks_table(report), key=f"gate-{run_id}", name=f"{run_id}-gate")
         state = gate.current_state(con, run_id)

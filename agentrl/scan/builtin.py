@@ -8,7 +8,7 @@ alarms, per trajectory here, each citing what decided it):
   step's rewards: a stored run's; a run scoring one rollout at a time has none, so no hit);
 - `repeated_call`: the same tool called with the same arguments more than once;
 - `schema_arguments`: a call's arguments break the tool's JSON Schema (`agentrl.rewards.argument_errors`,
-  jsonschema; the schemas from the task's tools as TRL renders them).
+  jsonschema; each schema from the tool's signature, as transformers' `get_json_schema` writes it).
 """
 
 from __future__ import annotations
@@ -61,18 +61,49 @@ def repeated_call(trajectory: Trajectory) -> ScanResult:
     return NO_HIT
 
 
+_JSON = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", tuple: "array", dict: "object"}
+
+
+def _json_schema(hint) -> dict:
+    """A parameter's JSON Schema from its type hint, as transformers' `get_json_schema` (which TRL
+    renders tools with) writes it for the types a tool may take (`agentrl.tasks.loader` checks
+    them); written here so a scan loads neither transformers nor torch."""
+    import enum
+    import types
+    import typing
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    if origin in (typing.Union, types.UnionType):
+        options = [_json_schema(a) for a in args if a is not type(None)]
+        schema = options[0] if len(options) == 1 else {"anyOf": options}
+        return {**schema, "nullable": True} if type(None) in args and "type" in schema else schema
+    if origin in (list, tuple):
+        return {"type": "array", **({"items": _json_schema(args[0])} if args and args[0] is not Ellipsis else {})}
+    if origin is dict:
+        return {"type": "object"}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": [m.value for m in hint]}
+    return {"type": _JSON[hint]} if hint in _JSON else {}
+
+
 def _tool_schemas(task) -> dict[str, dict]:
+    """Parameters schema by tool name, from the tools' signatures and type hints."""
+    import inspect
+    import typing
+
+    from agentrl.tasks.contract import tool_methods, tool_names
+
     cached = getattr(task, "_scan_tool_schemas", None)
     if cached is None:
-        from transformers.utils import get_json_schema  # what TRL renders the tools with
-
-        from agentrl.tasks.contract import tool_methods
-
+        environment = task.environment_factory()
         cached = {}
-        for method in tool_methods(task.environment_factory()):
-            schema = get_json_schema(method)
-            function = schema.get("function", schema)
-            cached[function["name"]] = function.get("parameters") or {"type": "object", "properties": {}}
+        for name, method in zip(tool_names(environment), tool_methods(environment)):
+            hints = typing.get_type_hints(method)
+            parameters = [p for p in inspect.signature(method).parameters.values() if p.name in hints]
+            cached[name] = {"type": "object", "properties": {p.name: _json_schema(hints[p.name]) for p in parameters},
+                            "required": [p.name for p in parameters if p.default is inspect.Parameter.empty]}
         try:
             task._scan_tool_schemas = cached
         except AttributeError:

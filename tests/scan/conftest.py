@@ -61,3 +61,27 @@ def expense_run(tmp_path_factory):
     Ingestor(con, runs_dir, log=lambda m: None).ingest()
     con.close()
     return runs_dir, run_id
+
+
+@pytest.fixture(scope="module")
+def reviewed_store(tmp_path_factory):
+    """The expense run with every trajectory of its 3 steps decided: shortcuts rejected (one as an
+    exploit fixture), honest ones approved."""
+    from agentrl.review import reviews
+    from agentrl.store.db import connect
+    from agentrl.store.ingest import Ingestor
+
+    runs_dir = tmp_path_factory.mktemp("reviewed-runs")
+    run_id = record_expense_run(runs_dir)
+    con = connect(runs_dir)
+    try:
+        Ingestor(con, runs_dir, log=lambda m: None).ingest()
+        for step in (1, 2, 3):
+            for idx, (_, kind) in enumerate(BATCH):
+                if (step, idx) == (1, 4):
+                    reviews.mark_exploit(con, run_id, step, idx, "rita", "forced approval without a receipt")
+                else:
+                    reviews.record_review(con, run_id, step, idx, "reject" if kind in SHORTCUTS else "approve", "rita", "forced")
+    finally:
+        con.close()
+    return runs_dir, run_id

@@ -7,14 +7,12 @@ import json
 
 import pytest
 
-from agentrl.review import reviews
 from agentrl.scan import load_scanner
 from agentrl.scan.results import scan_run
 from agentrl.scan.validate import MIN_PER_CLASS, figures, split_of, validate_run
 from agentrl.store import queries
 from agentrl.store.db import connect
-from agentrl.store.ingest import Ingestor
-from conftest import BATCH, SHORTCUTS, record_expense_run
+from conftest import BATCH, SHORTCUTS
 from tests_scan_paths import SCANNERS_JSON
 
 
@@ -33,23 +31,13 @@ def test_too_few_labels_give_no_figure_and_say_so():
     assert (enough.precision, enough.recall, round(enough.f1, 3)) == (0.75, 0.75, 0.75)
 
 
-@pytest.fixture(scope="module")
-def reviewed(tmp_path_factory):
-    """The expense run with every trajectory of its 3 steps decided: shortcuts rejected (one as an
-    exploit fixture), honest ones approved."""
-    runs_dir = tmp_path_factory.mktemp("validate-runs")
-    run_id = record_expense_run(runs_dir)
+@pytest.fixture
+def reviewed(reviewed_store):
+    runs_dir, run_id = reviewed_store
     con = connect(runs_dir)
-    Ingestor(con, runs_dir, log=lambda m: None).ingest()
-    for step in (1, 2, 3):
-        for idx, (_, kind) in enumerate(BATCH):
-            if (step, idx) == (1, 4):
-                reviews.mark_exploit(con, run_id, step, idx, "rita", "forced approval without a receipt")
-            else:
-                reviews.record_review(con, run_id, step, idx, "reject" if kind in SHORTCUTS else "approve", "rita", "forced")
     scan_run(con, run_id, load_scanner(f"{SCANNERS_JSON}:forced_approval"))
     yield runs_dir, run_id, con
-    con.close()  # closing twice is harmless; the last tests close it early to run commands
+    con.close()  # closing twice is harmless; some tests close it early to run a command
 
 
 def test_rejects_and_fixtures_are_positives_and_approvals_negatives(reviewed):
