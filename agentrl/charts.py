@@ -458,3 +458,21 @@ def divergence_bars(found: pd.DataFrame, title: str) -> go.Figure:
                              hovertemplate="JS %{customdata[0]:.3f} bits × weight %{customdata[1]:.2f}<extra></extra>"))
     fig.update_layout(hovermode="closest")
     return _layout(fig, title, "state", x_title="JS (bits) × weight", height=320)
+
+
+def scanner_hit_rates(rates: pd.DataFrame, labels: dict[str, str], colors: dict[str, str] | None = None) -> go.Figure:
+    """Each scanner's hit rate per step (solid, one dash per scanner) beside the run's violation rate
+    (dotted), per run (columns of `queries.scan_hit_rates`)."""
+    fig, colors = go.Figure(), colors or run_colors(list(labels))
+    dashes = ("solid", "dash", "dashdot", "longdash")
+    for run_id in labels:
+        part = rates[rates["run_id"] == run_id]
+        for i, (scanner, lines) in enumerate(part.groupby("scanner", sort=True)):
+            fig.add_trace(_line(lines["step"], lines["hit_rate"], f"{labels[run_id]}: {scanner} hits", colors[run_id],
+                                dash=dashes[i % len(dashes)], markers=_few(lines)))
+        if not part.empty:
+            steps = part.drop_duplicates("step")
+            fig.add_trace(_line(steps["step"], steps["violation_rate"], f"{labels[run_id]}: violations", colors[run_id],
+                                width=1, dash="dot"))
+    fig.update_yaxes(range=[-0.02, 1.05], tickformat=".0%")
+    return _layout(fig, "Scanner hit rate beside the violation rate", "rate of scanned rollouts")

@@ -13,8 +13,9 @@ from agentrl.record.rundir import RunDir
 from agentrl.store import queries
 from ui.behaviours import draw_run_behaviours, window_control
 from ui.pickers import run_picker
+from ui.scans import draw_hit_rates
 
-MORE_PANELS = ["Behaviours", "Vetoes", "Policy", "Updates", "Memory", "Engine metrics"]
+MORE_PANELS = ["Behaviours", "Vetoes", "Policy", "Updates", "Memory", "Engine metrics", "Scanners"]
 
 svc = ui.page("Live")
 st.title("Live run")
@@ -126,6 +127,8 @@ def draw_charts(con, run: dict, version) -> None:
     more = st.pills("More panels", MORE_PANELS, selection_mode="multi", key="panels", bind="query-params")
     if "Behaviours" in more:
         draw_run_behaviours(con, run_id, version, window_control("behaviours-last"))
+    if "Scanners" in more:
+        draw_hit_rates(con, [run_id], {run_id: run["name"]}, None, "scanner-rates")
     if "Vetoes" in more:
         if figures["vetoes"] is None:
             st.caption("This engine has no guarded scorer: nothing is vetoed.")

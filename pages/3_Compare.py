@@ -11,6 +11,7 @@ from agentrl.monitor import store_onset
 from agentrl.store import queries
 from ui.behaviours import draw_found_divergence, draw_run_behaviours, window_control
 from ui.pickers import colors_of, legend, runs_picker
+from ui.scans import draw_hit_rates
 
 svc = ui.page("Compare")
 st.title("Compare runs")
@@ -80,6 +81,7 @@ def draw_rates(con, picked, version, steps) -> None:
                                         labels, colors)), "success", left)
     ui.chart(marked(charts.rate_overlay(smooth(thin, "violation_rate", weight, by="run_id"), "violation_rate",
                                         "Violation rate", labels, colors)), "violation", right)
+    draw_hit_rates(con, picked, labels, colors, "scanner-rates", quiet=True)  # beside the violation rate, when scanned
 
 
 def draw_behaviours(con, picked, version, steps) -> None:

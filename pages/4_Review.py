@@ -13,6 +13,7 @@ from agentrl.review import reviews as review
 from agentrl.review import transcript
 from agentrl.store import queries
 from agentrl.tasks.coding import detection
+from ui import scans as scans_ui
 from ui.pickers import run_picker
 
 svc = ui.page("Review")
@@ -100,6 +101,7 @@ def show_trajectory(run_id: str, opened: str) -> None:
         st.dataframe(transcript.components_table(record), hide_index=True, key=f"components-{opened}")
         if record.get("verifier_reason"):
             st.markdown(f"**Verifier:** {ui.plain(record['verifier_reason'])}")
+    scans_ui.show_results(con, run_id, step, traj_idx, record)
 
     st.markdown("**Decision**")
     note = st.text_area("Note", key=f"note-{run_id}-{opened}", placeholder="Required to reject or to mark an exploit.")
@@ -171,17 +173,21 @@ if explore.open:
                 order = flag_cols[-2].selectbox("sort by reward", ["highest first", "lowest first"],
                                                 help="Equal rewards list violating trajectories first.")
                 top_k = flag_cols[-1].number_input("top k", min_value=1, max_value=10_000, value=10)
+                scanner = scans_ui.scanner_choice(con, run_id)
                 found = queries.find_trajectories(
                     con, run_id, step_min=lo, step_max=hi, task_ids=tasks or None, flags=flags,
-                    verdict=None if verdict == "any" else verdict, descending=order == "highest first", limit=int(top_k),
+                    verdict=None if verdict == "any" else verdict, descending=order == "highest first",
+                    limit=int(top_k) if scanner is None else 1_000_000,
                 )
+                found = scans_ui.keep_hits(con, run_id, found, scanner, int(top_k))
                 if found.empty:
                     st.info("No trajectory matches these filters.")
                 else:
                     keys = [transcript.key(r.step, r.traj_idx) for r in found.itertuples()]
                     # A picked row is resolved against the table as the user saw it: one that changed since
                     # (new trajectories of a live run) starts the selection again, never opens another row.
-                    event = ui.table(review.trajectory_table(found), key=ui.selection_key(f"found-{run_id}", keys),
+                    event = ui.table(scans_ui.with_scanner_column(con, run_id, review.trajectory_table(found)),
+                                     key=ui.selection_key(f"found-{run_id}", keys),
                                      name=f"{run_id}-trajectories", on_select="rerun", selection_mode="single-row",
                                      column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
                     descriptions = {k: f"step {r.step} · #{r.traj_idx} · {r.task_id} · reward {r.reward:.3f} · {r.verdict}"

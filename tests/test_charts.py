@@ -58,3 +58,11 @@ def test_divergence_bars_rank_states_by_weighted_divergence():
     found = pd.DataFrame({"state": ["s1", "s2"], "js": [0.5, 0.9], "weight": [1.0, 0.1]})
     fig = charts.divergence_bars(found, "found")
     assert list(fig.data[0].y) == ["s2", "s1"] and list(fig.data[0].x) == [0.9 * 0.1, 0.5]  # the largest on top
+
+
+def test_scanner_hit_rates_draw_each_scanner_beside_the_runs_violation_rate():
+    rates = pd.DataFrame({"run_id": ["a"] * 4, "step": [1, 2, 1, 2], "scanner": ["forced"] * 2 + ["repeat"] * 2,
+                          "hit_rate": [0.5, 0.25, 0.0, 0.1], "violation_rate": [0.1, 0.2, 0.1, 0.2]})
+    fig = charts.scanner_hit_rates(rates, {"a": "run a"})
+    assert [t.name for t in fig.data] == ["run a: forced hits", "run a: repeat hits", "run a: violations"]
+    assert list(fig.data[0].y) == [0.5, 0.25] and list(fig.data[2].y) == [0.1, 0.2] and fig.data[2].line.dash == "dot"

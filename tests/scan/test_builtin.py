@@ -6,7 +6,7 @@ from __future__ import annotations
 from agentrl.scan import load_scanner
 from agentrl.scan.trajectory import Trajectory
 from agentrl.tasks import load_task
-from tests_scan_paths import TASK_SPEC
+from expense_runs import TASK_SPEC
 
 
 def calls(*pairs, **fields) -> Trajectory:

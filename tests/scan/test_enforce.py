@@ -12,8 +12,8 @@ from agentrl.scan.enforce import load_enforced
 from agentrl.scorers import call_reward_funcs, score_rollouts
 from agentrl.tasks import load_task
 from agentrl.tasks.replay import find_row, replay
-from conftest import calls_for
-from tests_scan_paths import SCANNERS_JSON, TASK_SPEC
+from expense_runs import calls_for
+from expense_runs import SCANNERS_JSON, TASK_SPEC
 
 KINDS = ("honest_approve", "forced", "forced_after_check", "forced_note")
 CLAIMS = ("c1", "c2", "c4", "c2")

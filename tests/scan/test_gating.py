@@ -11,7 +11,7 @@ from agentrl.review.gate_settings import GateError, GateSettings
 from agentrl.scan import load_scanner
 from agentrl.scan.gating import scanner_recall_checks
 from agentrl.store.db import connect
-from tests_scan_paths import SCANNERS_JSON, TASK_SPEC
+from expense_runs import SCANNERS_JSON, TASK_SPEC
 
 
 def enforcing(tmp_path, pattern: str) -> dict:

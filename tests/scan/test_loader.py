@@ -8,7 +8,7 @@ import json
 import pytest
 
 from agentrl.scan import ScanError, load_scanner
-from tests_scan_paths import SCANNERS_JSON
+from expense_runs import SCANNERS_JSON
 
 
 def test_a_json_regex_scanner_loads_by_name_with_its_version(tmp_path):

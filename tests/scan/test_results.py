@@ -10,8 +10,8 @@ from agentrl.scan import load_scanner, regex_scanner
 from agentrl.scan.results import scan_run
 from agentrl.store import queries
 from agentrl.store.db import connect
-from conftest import BATCH, SHORTCUTS
-from tests_scan_paths import SCANNERS_JSON
+from expense_runs import BATCH, SHORTCUTS
+from expense_runs import SCANNERS_JSON
 
 
 def test_results_are_stored_per_trajectory_and_version_and_a_changed_rule_reopens_them(expense_run, tmp_path):

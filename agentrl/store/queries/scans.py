@@ -136,3 +136,16 @@ def review_labels(con: Con, run_ids: list[str]) -> pd.DataFrame:
 def run_kinds_and_configs(con: Con) -> list[tuple[str, str, str]]:
     """(run_id, kind, config JSON) of every run, oldest first (a scanner is validated on the runs of its task)."""
     return [tuple(r) for r in con.execute("SELECT run_id, kind, config FROM runs ORDER BY created_at, run_id").fetchall()]
+
+
+def trajectory_scanner_names(con: Con, run_id: str) -> pd.DataFrame:
+    """Per trajectory of `run_id` some scanner's latest version hit: step, traj_idx, and the names
+    of the scanners that hit it (comma-separated)."""
+    return con.execute(
+        """
+        WITH latest AS (
+            SELECT scanner, arg_max(version, scanned_at) AS version FROM scan_results WHERE run_id = ? GROUP BY scanner)
+        SELECT r.step, r.traj_idx, string_agg(r.scanner, ', ' ORDER BY r.scanner) AS scanners
+        FROM scan_results r JOIN latest l USING (scanner, version)
+        WHERE r.run_id = ? AND r.value > 0 GROUP BY r.step, r.traj_idx
+        """, [run_id, run_id]).df()
