@@ -80,3 +80,18 @@ def test_the_tabular_engines_fixture_path_vetoes_a_scanner_hit(cloned_policy):
         assert row.components["scanner_penalty:wanders"] == (-2.0 if hit else 0.0)
         if hit:
             assert not row.eligible and row.vetoed and row.verifier_reason.startswith("scanner wanders v")
+
+
+def test_the_language_model_engines_guard_loads_the_configs_scanners_and_vetoes_their_hits():
+    from agentrl.engines.trl.task_rewards import TaskRewards
+
+    task = load_task(TASK_SPEC)
+    rewards = TaskRewards(task, "guarded", scanners=[{"spec": f"{SCANNERS_JSON}:forced_approval"}])
+    played = [replay(task, find_row(task, claim), calls_for(kind, claim)) for claim, kind in zip(CLAIMS, KINDS)]
+    columns = {"prompts": [p.prompt for p in played], "completions": [p.completion for p in played],
+               "environments": [p.environment for p in played], "completion_ids": [[] for _ in played]}
+    *functions, guard = rewards.functions()
+    for function in functions:
+        function(**columns)
+    assert guard(**columns) == [0.0, -1.0, -1.0, -1.0]
+    assert rewards.eligibility(columns["environments"], [{}] * 4) == [True, False, False, False]
