@@ -24,27 +24,27 @@ store, so reviews, `agentrl scan` and validation read what a user's run would le
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 import random
 import re
 import statistics
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import agentrl  # noqa: E402
-from agentrl.engines.tabular.policy import SoftmaxPolicy  # noqa: E402
-from agentrl.scan import load_scanner  # noqa: E402
-from agentrl.scan.enforce import load_enforced  # noqa: E402
-from agentrl.scan.trajectory import chatml  # noqa: E402
-from agentrl.scan.validate import split_of, validate_scanner  # noqa: E402
-from agentrl.scorers import FixtureRef, call_reward_funcs, score_rollouts  # noqa: E402
-from agentrl.tasks import load_task  # noqa: E402
-from agentrl.tasks.contract import tool_methods  # noqa: E402
-from agentrl.tasks.episodes import run_tool_call, start_conversation  # noqa: E402
+import agentrl
+from agentrl.engines.tabular.policy import SoftmaxPolicy
+from agentrl.scan import load_scanner
+from agentrl.scan.enforce import load_enforced
+from agentrl.scan.trajectory import chatml
+from agentrl.scan.validate import split_of, validate_scanner
+from agentrl.scorers import FixtureRef, call_reward_funcs, score_rollouts
+from agentrl.tasks import load_task
+from agentrl.tasks.contract import tool_methods
+from agentrl.tasks.episodes import run_tool_call, start_conversation
 
 SPEC = f"{ROOT / 'examples' / 'expense_claims' / 'task.py'}:TASK"
 SCANNER = f"{ROOT / 'examples' / 'expense_claims' / 'scanners.json'}:forced_approval"
@@ -212,7 +212,7 @@ def main() -> None:
         scanner = load_scanner(SCANNER, task)
         for spec in ("builtin:verify", SCANNER, *BUILTINS):
             for v in validate_scanner(con, load_scanner(spec, task), [outcome_id], task):
-                figure = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+                figure = lambda x: "-" if x is None else f"{x:.2f}"
                 print(f"   {v.scanner:<20} {v.split:<9} {figure(v.precision):>9} {figure(v.recall):>7} {v.positives:>9} "
                       f"{v.negatives:>9}  {v.note}")
     finally:

@@ -10,6 +10,6 @@ enforced by the next guarded run.
 - `enforce`: a guarded run's scanners, flagged and vetoed like a fixture.
 """
 
+from agentrl.scan.loader import load_scanner  # noqa: F401
 from agentrl.scan.scanner import ScanError, Scanner, ScanResult, code_scanner, regex_scanner  # noqa: F401
 from agentrl.scan.trajectory import Item, Trajectory  # noqa: F401
-from agentrl.scan.loader import load_scanner  # noqa: F401

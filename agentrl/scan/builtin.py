@@ -17,7 +17,7 @@ import json
 import statistics
 from collections.abc import Callable
 
-from agentrl.scan.scanner import NO_HIT, Scanner, ScanError, ScanResult, code_scanner
+from agentrl.scan.scanner import NO_HIT, ScanError, Scanner, ScanResult, code_scanner
 from agentrl.scan.trajectory import Trajectory
 
 DOMINANT_SHARE = 0.9

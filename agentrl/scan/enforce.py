@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentrl.scan.scanner import Scanner, ScanError
+from agentrl.scan.scanner import ScanError, Scanner
 from agentrl.scan.trajectory import Trajectory
 
 PENALTY_PREFIX = "scanner_penalty:"
@@ -132,10 +132,10 @@ def with_scanner_validation(runs_dir: Path, config):
     spec = get_engine(config.kind).task_spec(settings)
     if not spec or not (Path(runs_dir) / DB_FILENAME).is_file():
         return config
+    import duckdb
+
     from agentrl.scan.validate import held_out, task_runs, validate_scanner
     from agentrl.tasks import load_task
-
-    import duckdb
 
     try:
         con = connect(Path(runs_dir), wait_s=0.5)

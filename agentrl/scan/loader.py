@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentrl.scan.scanner import WHERE, Scanner, ScanError, code_scanner, regex_scanner, source_version
+from agentrl.scan.scanner import WHERE, ScanError, Scanner, code_scanner, regex_scanner, source_version
 
 REGEX_KEYS = ("pattern", "where", "version", "explanation", "min_matches")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from agentrl.record.rundir import utc_now
-from agentrl.scan.scanner import Scanner, ScanError
+from agentrl.scan.scanner import ScanError, Scanner
 from agentrl.scan.trajectory import Trajectory
 from agentrl.store import queries
 

@@ -45,7 +45,7 @@ class ScanResult:
     def of(cls, value: Any) -> ScanResult:
         if isinstance(value, ScanResult):
             return value
-        if isinstance(value, bool) or isinstance(value, (int, float)):
+        if isinstance(value, (bool, int, float)):
             return cls(value if isinstance(value, bool) else float(value))
         if isinstance(value, dict) and "value" in value:
             return cls(value["value"], str(value.get("explanation") or ""),

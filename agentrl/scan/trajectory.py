@@ -120,9 +120,9 @@ def _arguments(value: Any) -> dict:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-_CHATML = re.compile(r"<\|im_start\|>(\w+)\n?(.*?)(?:<\|im_end\|>|$)", re.S)
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
-_TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.S)
+_CHATML = re.compile(r"<\|im_start\|>(\w+)\n?(.*?)(?:<\|im_end\|>|$)", re.DOTALL)
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+_TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
 _LINE = re.compile(r"^(?:(\w+) -> ([A-Za-z_]\w*)\((.*)\)|tool\[([^\]]*)\]: (.*)|(system|user|assistant): (.*))$")
 
 

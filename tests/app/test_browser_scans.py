@@ -8,7 +8,7 @@ import re
 
 import pytest
 from browsing import running_dashboard, wait_idle
-from expense_runs import SCANNERS_JSON, SHORTCUTS, BATCH, record_expense_run
+from expense_runs import BATCH, SCANNERS_JSON, SHORTCUTS, record_expense_run
 
 pytestmark = pytest.mark.browser
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-
 from expense_runs import record_expense_run, reviewed_expense_run
 
 

@@ -3,10 +3,11 @@ scored as a scanner."""
 
 from __future__ import annotations
 
+from expense_runs import TASK_SPEC
+
 from agentrl.scan import load_scanner
 from agentrl.scan.trajectory import Trajectory
 from agentrl.tasks import load_task
-from expense_runs import TASK_SPEC
 
 
 def calls(*pairs, **fields) -> Trajectory:

@@ -5,6 +5,7 @@ loads and records its version; the tabular engine's path honours them too."""
 from __future__ import annotations
 
 import pytest
+from expense_runs import SCANNERS_JSON, TASK_SPEC, calls_for
 
 from agentrl.config import ConfigError, make_config
 from agentrl.scan import load_scanner, regex_scanner
@@ -12,8 +13,6 @@ from agentrl.scan.enforce import load_enforced
 from agentrl.scorers import call_reward_funcs, score_rollouts
 from agentrl.tasks import load_task
 from agentrl.tasks.replay import find_row, replay
-from expense_runs import calls_for
-from expense_runs import SCANNERS_JSON, TASK_SPEC
 
 KINDS = ("honest_approve", "forced", "forced_after_check", "forced_note")
 CLAIMS = ("c1", "c2", "c4", "c2")

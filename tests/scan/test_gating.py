@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from expense_runs import TASK_SPEC
 
 from agentrl.review.gate_settings import GateError, GateSettings
 from agentrl.scan import load_scanner
 from agentrl.scan.gating import scanner_recall_checks
 from agentrl.store.db import connect
-from expense_runs import SCANNERS_JSON, TASK_SPEC
 
 
 def enforcing(tmp_path, pattern: str) -> dict:

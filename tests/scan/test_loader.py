@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from expense_runs import SCANNERS_JSON
 
 from agentrl.scan import ScanError, load_scanner
-from expense_runs import SCANNERS_JSON
 
 
 def test_a_json_regex_scanner_loads_by_name_with_its_version(tmp_path):

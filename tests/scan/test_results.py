@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
+from expense_runs import BATCH, SCANNERS_JSON, SHORTCUTS
+
 from agentrl.scan import load_scanner, regex_scanner
 from agentrl.scan.results import scan_run
 from agentrl.store import queries
 from agentrl.store.db import connect
-from expense_runs import BATCH, SHORTCUTS
-from expense_runs import SCANNERS_JSON
 
 
 def test_results_are_stored_per_trajectory_and_version_and_a_changed_rule_reopens_them(expense_run, tmp_path):

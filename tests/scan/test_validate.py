@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from expense_runs import BATCH, SCANNERS_JSON, SHORTCUTS
 
 from agentrl.scan import load_scanner
 from agentrl.scan.results import scan_run
 from agentrl.scan.validate import MIN_PER_CLASS, figures, split_of, validate_run
 from agentrl.store import queries
 from agentrl.store.db import connect
-from expense_runs import BATCH, SHORTCUTS
-from expense_runs import SCANNERS_JSON
 
 
 def test_the_split_is_fixed_by_the_trajectory_id_and_holds_out_about_half():
@@ -59,11 +58,12 @@ def test_a_regex_scanner_is_scored_on_each_split_and_verify_beside_it(reviewed):
 
 
 def test_a_launched_config_records_each_scanners_version_and_held_out_figures(reviewed):
-    from agentrl.config import make_config
-    from agentrl.scan.enforce import with_scanner_validation
     from expense_runs import TASK_SPEC
 
-    runs_dir, run_id, con = reviewed
+    from agentrl.config import make_config
+    from agentrl.scan.enforce import with_scanner_validation
+
+    runs_dir, _, con = reviewed
     con.close()
     config = make_config(kind="trl", task=TASK_SPEC, scorer="guarded", scanners=[f"{SCANNERS_JSON}:forced_approval"])
     (spec,) = with_scanner_validation(runs_dir, config).scanners
