@@ -82,11 +82,12 @@ def show_results(con, run_id: str, step: int, traj_idx: int, record: dict) -> No
 
 def draw_hit_rates(con, run_ids: list[str], labels: dict[str, str], colors: dict[str, str] | None, key: str,
                    where=None, quiet: bool = False) -> None:
-    """Each scanner's hit rate per step beside the violation rate, for the runs any scanner read
-    (`quiet`: nothing at all when none did)."""
-    rates = queries.scan_hit_rates(con, list(run_ids))
-    if rates.empty:
+    """Each scanner's hit rate per step beside the violation rate, for the runs any scanner read or
+    enforced (an enforced one from the reasons its run recorded, while it trains; `quiet`: nothing at
+    all when there is none)."""
+    frames = [f for f in (queries.scan_hit_rates(con, list(run_ids)), queries.enforced_hit_rates(con, list(run_ids))) if not f.empty]
+    if not frames:
         if not quiet:
             (where or st).caption("No scanner has read these runs yet (agentrl scan RUN_ID --scanner PATH:NAME).")
         return
-    ui.chart(charts.scanner_hit_rates(rates, labels, colors), key, where)
+    ui.chart(charts.scanner_hit_rates(pd.concat(frames, ignore_index=True), labels, colors), key, where)

@@ -94,3 +94,29 @@ def test_the_language_model_engines_guard_loads_the_configs_scanners_and_vetoes_
         function(**columns)
     assert guard(**columns) == [0.0, -1.0, -1.0, -1.0]
     assert rewards.eligibility(columns["environments"], [{}] * 4) == [True, False, False, False]
+
+
+def test_an_enforced_scanners_hit_rate_per_step_is_read_from_the_reasons_its_run_recorded(tmp_path):
+    """Live plots a guarded run's scanner hits while it trains, before anyone runs `agentrl scan`."""
+    import agentrl
+    from agentrl.store import queries
+    from agentrl.store.db import connect
+    from agentrl.store.ingest import Ingestor
+
+    scanner = load_scanner(f"{SCANNERS_JSON}:forced_approval")
+    with agentrl.init(name="guarded", runs_dir=tmp_path, scorer="guarded") as run:
+        for step, forced in ((1, 3), (2, 1)):
+            run.log_trajectories(step, [
+                {"traj_idx": i, "task_id": "c2", "reward": 0.1, "violation": i < forced, "eligible": i >= forced,
+                 "verifier_reason": f"scanner {scanner.name} v{scanner.version}: approved with force=true" if i < forced else None}
+                for i in range(4)])
+            run.log_step(step, {})
+    con = connect(tmp_path)
+    try:
+        Ingestor(con, tmp_path, log=lambda m: None).ingest()
+        rates = queries.enforced_hit_rates(con, [run.run_id])
+    finally:
+        con.close()
+    assert rates[["step", "scanner", "hit_rate", "scanned"]].values.tolist() == [
+        [1, "forced_approval (enforced)", 0.75, 4], [2, "forced_approval (enforced)", 0.25, 4]]
+    assert rates["violation_rate"].tolist() == [0.75, 0.25]

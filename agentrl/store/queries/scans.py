@@ -149,3 +149,25 @@ def trajectory_scanner_names(con: Con, run_id: str) -> pd.DataFrame:
         FROM scan_results r JOIN latest l USING (scanner, version)
         WHERE r.run_id = ? AND r.value > 0 GROUP BY r.step, r.traj_idx
         """, [run_id, run_id]).df()
+
+
+def enforced_hit_rates(con: Con, run_ids: list[str]) -> pd.DataFrame:
+    """Per run, step and enforced scanner (`"scanners"` in a run's config): the share of the step's
+    rollouts it hit, read from the reasons the run recorded ("scanner NAME vN: ..."), so a guarded
+    run's hits show while it trains, before anyone runs `agentrl scan`. Columns as `scan_hit_rates`."""
+    return con.execute(
+        r"""
+        WITH hits AS (
+            SELECT run_id, step, traj_idx,
+                   unnest(regexp_extract_all(verifier_reason, 'scanner (\S+) v\S+:', 1)) AS scanner
+            FROM trajectories WHERE list_contains(?, run_id) AND verifier_reason LIKE '%scanner %'),
+        names AS (SELECT DISTINCT run_id, scanner FROM hits),
+        totals AS (SELECT run_id, step, count(*) AS n FROM trajectories WHERE list_contains(?, run_id) GROUP BY run_id, step)
+        SELECT t.run_id, t.step, nm.scanner || ' (enforced)' AS scanner, NULL::VARCHAR AS version,
+               count(DISTINCT h.traj_idx) / any_value(t.n) AS hit_rate, any_value(t.n) AS scanned,
+               any_value(s.violation_rate) AS violation_rate
+        FROM totals t JOIN names nm ON nm.run_id = t.run_id
+        LEFT JOIN hits h ON h.run_id = t.run_id AND h.step = t.step AND h.scanner = nm.scanner
+        LEFT JOIN steps s ON s.run_id = t.run_id AND s.step = t.step
+        GROUP BY t.run_id, t.step, nm.scanner ORDER BY t.run_id, scanner, t.step
+        """, [list(run_ids), list(run_ids)]).df()
