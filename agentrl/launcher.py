@@ -88,8 +88,8 @@ def seed_configs(config: RunConfig, seeds: int) -> list[RunConfig]:
     if seeds == 1:
         return [config]
     settings = config.model_dump()
-    return [make_config(**dict(settings, seed=config.seed + i, name=f"{config.name}-seed{config.seed + i}"))
-            for i in range(seeds)]
+    named = lambda seed: config.name[:80 - len(f"-seed{seed}")] + f"-seed{seed}"  # noqa: E731  (names hold 80 characters)
+    return [make_config(**dict(settings, seed=config.seed + i, name=named(config.seed + i))) for i in range(seeds)]
 
 
 def new_launch_group() -> str:

@@ -106,15 +106,18 @@ def test_views_that_do_not_apply_say_so_instead_of_drawing_zeros(pair_app_env):
 
 
 def test_a_smoothed_curve_keeps_its_raw_values_underneath(pair_app_env):
-    """Issue 13: smoothing and log scale where curves are noisy."""
+    """Issue 13: smoothing and log scale where curves are noisy (issue 29: the smoothing is in the URL)."""
     runs_dir, ids = pair_app_env
     at = app("pages/3_Compare.py", run=[ids["outcome"]]).run()
-    at.slider(key="smoothing-rates").set_value(0.9).run()
+    at.slider(key="smoothing").set_value(0.9).run()
     no_errors(at)
     traces = figure(at, "Success rate")["data"]
     assert [t["name"] for t in traces] == ["refund-outcome (outcome) (raw)", "refund-outcome (outcome)"]
     assert traces[0]["y"] != traces[1]["y"]
     assert figures(at)[0]["layout"]["hovermode"] == "x unified"
+    shared = app("pages/3_Compare.py", run=[ids["outcome"]], smoothing="0.9").run()  # a link keeps the smoothing
+    assert shared.slider(key="smoothing").value == 0.9
+    assert figure(shared, "Success rate")["data"][1]["y"] == traces[1]["y"]
 
 
 def test_throughput_draws_the_fleets_measured_speedup_for_runs_with_different_workers(tmp_path, monkeypatch):

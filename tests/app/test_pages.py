@@ -165,7 +165,7 @@ def test_launch_asks_before_a_run_of_hours(tmp_path, monkeypatch):
     assert not next(b for b in at.button if b.label == "Start run").disabled
 
 
-def test_launch_starts_the_outcome_vs_guarded_pair_and_links_to_it_side_by_side(tmp_path, monkeypatch):
+def test_launch_starts_the_outcome_vs_guarded_pair_and_opens_it_side_by_side_on_compare(tmp_path, monkeypatch):
     runs_dir = tmp_path / "runs"
     monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
     at = app("pages/1_Launch.py").run()
@@ -175,13 +175,12 @@ def test_launch_starts_the_outcome_vs_guarded_pair_and_links_to_it_side_by_side(
     pair = next(b for b in at.button if b.label == "Start outcome-vs-guarded pair")
     pair.click().run()
     no_errors(at)
-    assert any("Started" in s.value for s in at.success)
     run_dirs = sorted(p for p in runs_dir.iterdir() if p.is_dir())
     assert sorted(p.name.split("-", 2)[2].rsplit("-", 1)[0] for p in run_dirs) == ["refund-guarded", "refund-outcome"]
-    (link,) = [e.proto for e in at.get("page_link")]
-    assert link.label == "Watch the pair live, side by side" and link.page.endswith("Compare")
-    assert sorted(json.loads(link.query_string) if link.query_string.startswith("{") else
-                  [v for k, v in (p.split("=") for p in link.query_string.split("&"))]) == [p.name for p in run_dirs]
+    # One click: the page is Compare, the pair picked (outcome first), the URL naming both.
+    assert at.title[0].value == "Compare runs"
+    assert sorted(at.multiselect[0].value) == [p.name for p in run_dirs]
+    assert sorted(at.query_params["run"]) == [p.name for p in run_dirs]
     # They are real processes: wait for both to finish on their own.
     deadline = time.monotonic() + 60
     statuses = []
