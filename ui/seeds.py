@@ -18,13 +18,14 @@ from agentrl.analysis import seed_groups
 from agentrl.analysis.live import is_active
 from ui.text import plain
 
-# Less room above the title; the legend sticks under Streamlit's header while the page scrolls (a
-# direct child of the page's block, so it sticks for the whole page); the run picker scrolls
+# Less room above the title; the legend sticks under Streamlit's header while the page scrolls (its
+# wrapper is a direct child of the page's block, so it sticks for the whole page); the run picker scrolls
 # inside itself instead of pushing the charts down when many runs are picked.
 COMPARE_CSS = """<style>
 [data-testid="stMainBlockContainer"] { padding: 3rem 3rem 4rem 3rem; }
-.st-key-compare-legend { position: sticky; top: 3.75rem; z-index: 990; background: #ffffff; padding: 2px 0; }
-@media (prefers-color-scheme: dark) { .st-key-compare-legend { background: #0e1117; } }
+[data-testid="stLayoutWrapper"]:has(> .st-key-compare-legend) { position: sticky; top: 3.75rem; z-index: 990;
+  background: #ffffff; padding: 2px 0; }
+@media (prefers-color-scheme: dark) { [data-testid="stLayoutWrapper"]:has(> .st-key-compare-legend) { background: #0e1117; } }
 [data-testid="stMultiSelectTagsContainer"] { max-height: 68px; overflow-y: auto; }
 </style>"""
 

@@ -71,15 +71,22 @@ def _base_name(names: list[str]) -> str:
 def seed_groups(runs: pd.DataFrame, key: str = SEED) -> list[SeedGroup]:
     """The runs of `runs` (columns: run_id, name, kind, scorer, config as JSON text or dict) in
     groups equal in everything but `key` and the name, in the order their first members appear.
-    A run alone is a group of one."""
-    found: dict[str, list] = {}
+    Members differ in `key`: a run without it, or repeating a member's value (a rerun of the same
+    seed), is not another seed, so it starts a group of its own."""
+    found: dict[str, list[list]] = {}
     for row in runs.itertuples(index=False):
         config = _config(row.config)
         rest = {k: v for k, v in config.items() if k != key and k not in NEVER_SPLITS}
         identity = json.dumps([row.kind, rest], sort_keys=True, default=str)
-        found.setdefault(identity, []).append((row.run_id, row.name, row.scorer, config.get(key)))
+        member = (row.run_id, row.name, row.scorer, config.get(key))
+        candidates = found.setdefault(identity, [])
+        home = next((g for g in candidates if member[3] is not None and member[3] not in [m[3] for m in g]), None)
+        if home is None:
+            candidates.append([member])
+        else:
+            home.append(member)
     groups = []
-    for members in found.values():
+    for members in sorted((g for gs in found.values() for g in gs), key=lambda g: list(runs["run_id"]).index(g[0][0])):
         ids, names, scorers, values = zip(*members)
         label = f"{_base_name(list(names))} ({scorers[0]})"
         if len(ids) > 1:

@@ -36,6 +36,14 @@ def test_runs_that_differ_only_in_seed_and_name_are_one_group_named_without_the_
     assert has_groups(groups) and not has_groups(singles(PAIR_OF_SEEDS))
 
 
+def test_a_rerun_of_the_same_seed_or_a_run_without_the_key_is_no_other_seed():
+    table = runs(("a", "a", "outcome", {}), ("b", "b", "outcome", {}), ("c", "c", "outcome", {"seed": 8}))
+    assert [g.run_ids for g in seed_groups.seed_groups(table)] == [("a", "c"), ("b",)]
+    no_seed = pd.DataFrame({"run_id": ["x", "y"], "name": ["x", "y"], "kind": "script", "scorer": "outcome",
+                            "config": [json.dumps({"lr": 0.1}), json.dumps({"lr": 0.1})]})
+    assert not has_groups(seed_groups.seed_groups(no_seed))
+
+
 def test_another_key_can_be_picked_and_the_seed_then_splits_groups():
     table = runs(("a", "a", "outcome", {"lr": 0.1}), ("b", "b", "outcome", {"lr": 0.2}), ("c", "c", "outcome", {"lr": 0.2, "seed": 8}))
     assert group_keys(table) == ["seed", "lr"]
