@@ -88,7 +88,10 @@ def seed_configs(config: RunConfig, seeds: int) -> list[RunConfig]:
     if seeds == 1:
         return [config]
     settings = config.model_dump()
-    named = lambda seed: config.name[:80 - len(f"-seed{seed}")] + f"-seed{seed}"  # noqa: E731  (names hold 80 characters)
+
+    def named(seed: int) -> str:  # a name holds 80 characters
+        return config.name[:80 - len(f"-seed{seed}")] + f"-seed{seed}"
+
     return [make_config(**dict(settings, seed=config.seed + i, name=named(config.seed + i))) for i in range(seeds)]
 
 

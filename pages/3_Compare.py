@@ -5,13 +5,13 @@ the URL; runs that differ only in seed draw as one line with a band (`agentrl.an
 import streamlit as st
 
 import ui
-from agentrl import charts
+from agentrl import charts, group_charts
 from agentrl.analysis import compare, live, seed_groups
 from agentrl.analysis.series import MAX_POINTS, downsample, smooth
 from agentrl.monitor import store_onset
 from agentrl.store import queries
-from ui.behaviours import draw_found_divergence, draw_run_behaviours, window_control
 from ui import seeds
+from ui.behaviours import draw_found_divergence, draw_run_behaviours, window_control
 from ui.pickers import colors_of, runs_picker
 
 svc = ui.page("Compare")
@@ -68,11 +68,11 @@ def draw_rates(con, picked, version, steps) -> None:
         smoothed = smooth(thin, column, controls.smoothing, by="run_id")
         if controls.grouped and seed_groups.has_groups(groups):
             curves = seed_groups.group_curves(smoothed, groups, column, controls.band)
-            figure = charts.seed_band_overlay(curves, title, group_labels, {g.group_id: colors[g.group_id] for g in groups},
-                                              band=controls.band)
+            group_colors = {g.group_id: colors[g.group_id] for g in groups}
+            figure = group_charts.seed_band_overlay(curves, title, group_labels, group_colors, band=controls.band)
         else:
-            figure = charts.full_hover_names(charts.rate_overlay(smoothed, column, title, labels, colors))
-        ui.chart(charts.mark_onsets(figure, marks), key, where)
+            figure = group_charts.full_hover_names(charts.rate_overlay(smoothed, column, title, labels, colors))
+        ui.chart(group_charts.mark_onsets(figure, marks), key, where)
 
 
 def draw_behaviours(con, picked, version, steps) -> None:
@@ -98,8 +98,10 @@ def draw_distributions(con, picked, version, steps) -> None:
         draw_found(con, picked, version, window_control("found-last"))
         return
     c1, c2, c3 = st.columns([1, 1, 2])
-    state = c1.selectbox("State", states, key="state", bind="query-params", help="A decision point the runs' task declared, where its sensitive decision is made.")
-    a_run = c2.selectbox("A", picked, index=0, format_func=labels.get, key="a", bind="query-params", help="The difference is B − A.")
+    state = c1.selectbox("State", states, key="state", bind="query-params",
+                         help="A decision point the runs' task declared, where its sensitive decision is made.")
+    a_run = c2.selectbox("A", picked, index=0, format_func=labels.get, key="a", bind="query-params",
+                         help="The difference is B − A.")
     b_options = [r for r in picked if r != a_run] or picked
     b_run = c2.selectbox("B", b_options, index=0, format_func=labels.get, key="b", bind="query-params")
     history = ui.remembered(f"history-{state}", version,  # thinned: a 15,625-step run draws as 1,000 steps
@@ -110,13 +112,13 @@ def draw_distributions(con, picked, version, steps) -> None:
                      help="0 is the starting (cloned) policy. Starts at the last step every picked run has reached.")
     at_step = queries.action_probs_at_step(con, picked, state, step)  # any step, thinned out of the history or not
     left, right = st.columns(2)
-    ui.chart(charts.full_hover_names(charts.action_bars_by_run(at_step, state, step, labels, colors)), "bars", left)
+    ui.chart(group_charts.full_hover_names(charts.action_bars_by_run(at_step, state, step, labels, colors)), "bars", left)
     diff = compare.action_difference(at_step, a_run, b_run, labels, step)
     if diff.missing:
         right.info(f"No difference at step {step}: {ui.plain(diff.missing)}")  # it names runs by their labels
     else:
-        ui.chart(charts.fit_title(charts.action_difference(diff.frame, state, step, f"{labels[b_run]} − {labels[a_run]}")),
-                 "diff", right)
+        difference = charts.action_difference(diff.frame, state, step, f"{labels[b_run]} − {labels[a_run]}")
+        ui.chart(group_charts.fit_title(difference), "diff", right)
     cols = st.columns(min(len(picked), 3))
     for i, run_id in enumerate(picked):
         part = history[history["run_id"] == run_id]
@@ -128,10 +130,10 @@ def draw_distributions(con, picked, version, steps) -> None:
 def draw_vetoes(con, picked, version, steps) -> None:
     thin = downsample(steps, by="run_id")
     left, right = st.columns(2)
-    ui.chart(charts.full_hover_names(charts.count_overlay(thin, "vetoed", "Vetoed rollouts per step", labels, colors)),
+    ui.chart(group_charts.full_hover_names(charts.count_overlay(thin, "vetoed", "Vetoed rollouts per step", labels, colors)),
              "vetoed", left)
-    ui.chart(charts.full_hover_names(charts.count_overlay(thin, "vetoed_updates", "Vetoed updates per step (audit, must be 0)",
-                                                          labels, colors)), "vetoed-updates", right)
+    audit = charts.count_overlay(thin, "vetoed_updates", "Vetoed updates per step (audit, must be 0)", labels, colors)
+    ui.chart(group_charts.full_hover_names(audit), "vetoed-updates", right)
     clipped = queries.clipped_by_epoch_for_runs(con, picked)
     if clipped.empty or not (clipped["clipped"] > 0).any():
         st.caption("No picked run clipped a transition.")
@@ -142,7 +144,7 @@ def draw_vetoes(con, picked, version, steps) -> None:
 def draw_components(con, picked, version, steps) -> None:
     components = ui.remembered("compare-components", version,
                                lambda: queries.reward_components_for_runs(con, picked, max_steps=MAX_POINTS))
-    ui.chart(charts.full_hover_names(charts.components_overlay(downsample(components, by=["run_id", "component"]), labels,
+    ui.chart(group_charts.full_hover_names(charts.components_overlay(downsample(components, by=["run_id", "component"]), labels,
                                                                colors)), "components")
 
 
@@ -155,7 +157,7 @@ def draw_metrics(con, picked, version, steps) -> None:
                         bind="query-params")
     log_y = st.toggle("Log scale", key="log-metric", help="For counters and metrics that span orders of magnitude.")
     series = downsample(queries.step_metric_for_runs(con, picked, name), by="run_id")
-    ui.chart(charts.full_hover_names(charts.metric_overlay(smooth(series, "value", controls.smoothing, by="run_id"), name,
+    ui.chart(group_charts.full_hover_names(charts.metric_overlay(smooth(series, "value", controls.smoothing, by="run_id"), name,
                                                            labels, colors, log_y=log_y)), "metric-chart")
 
 

@@ -45,10 +45,11 @@ def test_a_rerun_of_the_same_seed_or_a_run_without_the_key_is_no_other_seed():
 
 
 def test_another_key_can_be_picked_and_the_seed_then_splits_groups():
-    table = runs(("a", "a", "outcome", {"lr": 0.1}), ("b", "b", "outcome", {"lr": 0.2}), ("c", "c", "outcome", {"lr": 0.2, "seed": 8}))
+    table = runs(("a", "a", "outcome", {"lr": 0.1}), ("b", "b", "outcome", {"lr": 0.2}),
+                 ("c", "c", "outcome", {"lr": 0.2, "seed": 8}))
     assert group_keys(table) == ["seed", "lr"]
     assert [g.run_ids for g in seed_groups.seed_groups(table, "lr")] == [("a", "b"), ("c",)]
-    assert [g.label for g in seed_groups.seed_groups(table, "lr")][0] == "a (outcome) · 2 values of lr"
+    assert seed_groups.seed_groups(table, "lr")[0].label == "a (outcome) · 2 values of lr"
 
 
 def test_group_curves_are_the_mean_with_a_min_max_or_one_std_band_per_step():

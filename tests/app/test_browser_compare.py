@@ -105,7 +105,8 @@ def test_one_click_starts_n_seeds_of_the_pair_and_opens_them_on_compare(seeded, 
     tab.get_by_role("button", name="Start the pair × 2 seeds").click()
     tab.wait_for_url(re.compile(r".*/Compare\?run=.*&run=.*&run=.*&run="), timeout=60_000)
     new = _new_runs(runs_dir, before)
-    assert sorted((r["scorer"], r["config"]["seed"]) for r in new) == [("guarded", 7), ("guarded", 8), ("outcome", 7), ("outcome", 8)]
+    assert sorted((r["scorer"], r["config"]["seed"]) for r in new) == [("guarded", 7), ("guarded", 8),
+                                                                       ("outcome", 7), ("outcome", 8)]
     assert len({r["launch_group"] for r in new}) == 1  # launched together: Compare's default pair from now on
     assert sorted(re.findall(r"run=([^&]+)", tab.url)) == sorted(r["run_id"] for r in new)
     tab.locator('[class*="st-key-compare-legend"]').get_by_text("refund-guarded (guarded) · 2 seeds").wait_for(timeout=60_000)

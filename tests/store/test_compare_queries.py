@@ -25,7 +25,7 @@ def test_newest_pair_is_the_newest_launch_of_both_scorers_with_every_seed_not_a_
     from agentrl.launcher import create_run, new_launch_group, seed_configs
     from agentrl.store.ingest import Ingestor
 
-    con, runs_dir, ids = pair_store
+    con, runs_dir, _ = pair_store
     group = new_launch_group()
     launched = {preset: [create_run(runs_dir, c, group).run_id for c in seed_configs(load_preset(preset), 2)]
                 for preset in ("refund-guarded", "refund-outcome")}  # the guarded seeds first, on purpose
@@ -93,8 +93,8 @@ def test_imitation_ladder_keeps_the_untouched_recover_row_uniform(pair_store):
 
 def test_a_dagger_run_records_two_recover_lookup_labels_and_4_of_4(runs_dir):
     from agentrl.config import load_preset
-    from agentrl.launcher import create_run
     from agentrl.engines.tabular.engine import run_tabular
+    from agentrl.launcher import create_run
     from agentrl.store.ingest import connect, ingest_once
 
     config = load_preset("refund-guarded", rounds=1, dagger=True)
