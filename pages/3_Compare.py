@@ -33,6 +33,7 @@ colors = colors_of(runs[runs["run_id"].isin(picked)])
 groups = seed_groups.seed_groups(configs, controls.key) if controls.grouped else seed_groups.singles(configs)
 group_labels = {g.group_id: (g.label if g.size > 1 else labels[g.group_id]) for g in groups}
 colors = {run_id: colors[g.group_id] for g in groups for run_id in g.run_ids}  # a seed group shares one colour
+group_of = {run_id: g.group_id for g in groups for run_id in g.run_ids}
 seeds.sticky_legend(group_labels, colors)
 active = any(live.is_active(s) for s in runs.set_index("run_id").loc[picked, "status"])
 
@@ -103,7 +104,8 @@ def draw_distributions(con, picked, version, steps) -> None:
     a_run = c2.selectbox("A", picked, index=0, format_func=labels.get, key="a", bind="query-params",
                          help="The difference is B − A.")
     b_options = [r for r in picked if r != a_run] or picked
-    b_run = c2.selectbox("B", b_options, index=0, format_func=labels.get, key="b", bind="query-params")
+    other = [i for i, r in enumerate(b_options) if group_of[r] != group_of[a_run]]  # by default, B is of another seed group
+    b_run = c2.selectbox("B", b_options, index=(other or [0])[0], format_func=labels.get, key="b", bind="query-params")
     history = ui.remembered(f"history-{state}", version,  # thinned: a 15,625-step run draws as 1,000 steps
                             lambda: queries.action_probs_for_runs(con, picked, state, max_steps=MAX_POINTS))
     start = compare.common_step(history, picked) or 0
@@ -122,7 +124,8 @@ def draw_distributions(con, picked, version, steps) -> None:
     cols = st.columns(min(len(picked), 3))
     for i, run_id in enumerate(picked):
         part = history[history["run_id"] == run_id]
-        ui.chart(charts.action_drift_heatmap(part, state, labels[run_id]), f"drift-{i}", cols[i % len(cols)])
+        ui.chart(group_charts.fit_title(charts.action_drift_heatmap(part, state, labels[run_id]), 40), f"drift-{i}",
+                 cols[i % len(cols)])
     st.divider()  # beside the declared decision points, the ones found from the trajectories
     draw_found(con, picked, version, window_control("found-last"), a_run, b_run if b_run != a_run else None)
 

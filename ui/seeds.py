@@ -18,13 +18,13 @@ from agentrl.analysis import seed_groups
 from agentrl.analysis.live import is_active
 from ui.text import plain
 
-# Less room above the title; the legend sticks under Streamlit's header while the page scrolls (its
+# Less room above the title; the legend sticks at the top of the window while the page scrolls (its
 # wrapper is a direct child of the page's block, so it sticks for the whole page); the run picker scrolls
 # inside itself instead of pushing the charts down when many runs are picked.
 COMPARE_CSS = """<style>
 [data-testid="stMainBlockContainer"] { padding: 3rem 3rem 4rem 3rem; }
-[data-testid="stLayoutWrapper"]:has(> .st-key-compare-legend) { position: sticky; top: 3.75rem; z-index: 990;
-  background: #ffffff; padding: 2px 0; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-compare-legend) { position: sticky; top: 0; z-index: 990;
+  background: #ffffff; padding: 0.6rem 0 0.2rem 0; }
 @media (prefers-color-scheme: dark) { [data-testid="stLayoutWrapper"]:has(> .st-key-compare-legend) { background: #0e1117; } }
 [data-testid="stMultiSelectTagsContainer"] { max-height: 68px; overflow-y: auto; }
 </style>"""
@@ -69,7 +69,7 @@ def controls(configs: pd.DataFrame) -> Controls:
 
 def sticky_legend(labels: dict[str, str], colors: dict[str, str]) -> None:
     """One line naming each run (or seed group) in its colour, the legend of every chart below;
-    it stays under the page header while the page scrolls."""
+    it stays at the top of the window while the page scrolls."""
     spans = " &nbsp; ".join(
         f"<span style='color:{colors[key]}; font-size:1.3em'>&#9679;</span>&nbsp;{plain(html.escape(labels[key]))}"
         for key in labels)

@@ -45,6 +45,13 @@ def test_compare_view_runs_and_step_come_from_the_url(pair_app_env):
     no_errors(at)
     assert at.multiselect[0].value == [ids["guarded"]]
     assert any(t == "Action distribution at known_high, step 12" for t in titles(at))
+    # Issue 29: A and B too, by the names they show (B − A: here outcome − guarded, the other way round
+    # from the default).
+    at = app("pages/3_Compare.py", run=[ids["outcome"], ids["guarded"]], view="Action distribution",
+             a="refund-guarded (guarded)", b="refund-outcome (outcome)").run()
+    no_errors(at)
+    assert figure(at, "Difference at known_high")["title"].endswith(
+        "refund-outcome (outcome) − refund-guarded (guarded)")
 
 
 def test_compare_held_out_table_puts_both_runs_side_by_side(pair_app_env):
