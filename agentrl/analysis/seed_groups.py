@@ -100,6 +100,11 @@ def singles(runs: pd.DataFrame) -> list[SeedGroup]:
     return [SeedGroup(r, r, (r,), (None,)) for r in runs["run_id"]]
 
 
+def group_containing(groups: list[SeedGroup], run_id: str) -> SeedGroup | None:
+    """The group `run_id` is in (Live draws a run beside its seed siblings), None if none."""
+    return next((g for g in groups if run_id in g.run_ids), None)
+
+
 def has_groups(groups: list[SeedGroup]) -> bool:
     """Whether any group holds more than one run (else grouping changes nothing)."""
     return any(g.size > 1 for g in groups)

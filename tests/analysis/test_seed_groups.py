@@ -34,6 +34,7 @@ def test_runs_that_differ_only_in_seed_and_name_are_one_group_named_without_the_
                                          "refund-outcome (outcome)"]
     assert groups[0].group_id == "o7" and groups[0].values == (7, 8)
     assert has_groups(groups) and not has_groups(singles(PAIR_OF_SEEDS))
+    assert seed_groups.group_containing(groups, "g8") is groups[1] and seed_groups.group_containing(groups, "z") is None
 
 
 def test_a_rerun_of_the_same_seed_or_a_run_without_the_key_is_no_other_seed():
