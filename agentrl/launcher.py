@@ -20,6 +20,7 @@ followed here: its own machine records its end, and a cancel writes the stop fil
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -73,6 +74,32 @@ def pair_configs(config: RunConfig) -> tuple[RunConfig, RunConfig]:
             make_config(**dict(settings, scorer="guarded", name=f"{base}-guarded")))
 
 
+MAX_SEEDS = 16  # one click starts at most this many seeds of a config (twice that for a pair)
+
+
+def seed_configs(config: RunConfig, seeds: int) -> list[RunConfig]:
+    """`seeds` copies of `config` with seeds `config.seed`, `config.seed + 1`, ..., named
+    `<name>-seed<N>` so each reads apart on every page (one seed: `config` itself). Runs that
+    differ only in seed and name are one seed group on Compare (`agentrl.analysis.seed_groups`)."""
+    from agentrl.config import ConfigError, make_config
+
+    if seeds.__class__ is not int or not 1 <= seeds <= MAX_SEEDS:
+        raise ConfigError(f"seeds must be a whole number from 1 to {MAX_SEEDS}, not {seeds!r}")
+    if seeds == 1:
+        return [config]
+    settings = config.model_dump()
+
+    def named(seed: int) -> str:  # a name holds 80 characters
+        return config.name[:80 - len(f"-seed{seed}")] + f"-seed{seed}"
+
+    return [make_config(**dict(settings, seed=config.seed + i, name=named(config.seed + i))) for i in range(seeds)]
+
+
+def new_launch_group() -> str:
+    """The id the runs of one launch share (a pair, N seeds): sortable by time, unique."""
+    return f"launch-{utc_now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
 def with_fixtures(runs_dir: Path, config: RunConfig) -> RunConfig:
     """`config` with `fixtures` filled in, when it names none: the exploit fixtures of its task
     stored so far (the decisions log), so a run started after a review vetoes what it rejected and
@@ -93,15 +120,17 @@ def with_fixtures(runs_dir: Path, config: RunConfig) -> RunConfig:
     return make_config(**dict(settings, fixtures=found))
 
 
-def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
-    """A new run's folder for `config`: run.json (who it is), config.json, and a `queued` status.json.
-    A config without `fixtures` gets the fixtures of its task stored so far (`with_fixtures`); its
-    scanners get their held-out figures recorded (`agentrl.scan.enforce.with_scanner_validation`)."""
+def create_run(runs_dir: Path, config: RunConfig, launch_group: str | None = None) -> RunDir:
+    """A new run's folder for `config`: run.json (who it is, and the `launch_group` it was started
+    with, if any), config.json, and a `queued` status.json. A config without `fixtures` gets the
+    fixtures of its task stored so far (`with_fixtures`); its scanners get their held-out figures
+    recorded (`agentrl.scan.enforce.with_scanner_validation`)."""
     from agentrl.scan.enforce import with_scanner_validation
 
     config = with_scanner_validation(Path(runs_dir), with_fixtures(Path(runs_dir), config))
+    labels = {"launch_group": launch_group} if launch_group else {}
     run = new_run(Path(runs_dir), config.name, config.kind, config.scorer, config.model_dump(mode="json"),
-                  total_steps=config.total_steps)
+                  total_steps=config.total_steps, **labels)
     try:
         (run.root / "config.json").write_text(config.to_json())
     except OSError as error:  # a full disk: no half-made run folder is left behind
@@ -172,11 +201,12 @@ class Launcher:
         return [self.python, "-m", "agentrl", "train", "--config", str(run.root.resolve() / "config.json"),
                 "--runs-dir", str(self.runs_dir.resolve()), "--run-id", run.run_id]
 
-    def start(self, config: RunConfig) -> str:
-        """Create the run folder and start its process (or submit its Ray job); returns the run id."""
+    def start(self, config: RunConfig, launch_group: str | None = None) -> str:
+        """Create the run folder and start its process (or submit its Ray job); returns the run id.
+        `launch_group`: the id shared by the runs started together with this one (`start_group`)."""
         if self.backend == "ray":
-            return self._start_ray_job(config)
-        run = create_run(self.runs_dir, config)
+            return self._start_ray_job(config, launch_group)
+        run = create_run(self.runs_dir, config, launch_group)
         run_id = run.run_id
         command = self._train_command(run)
         env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -196,11 +226,11 @@ class Launcher:
             self._children[run_id] = process
         return run_id
 
-    def _start_ray_job(self, config: RunConfig) -> str:
+    def _start_ray_job(self, config: RunConfig, launch_group: str | None = None) -> str:
         """Submit the run as a Ray job. The cluster is asked first, so a missing Ray or a cluster
         that does not answer is one error with nothing written."""
         jobs = self._ray.get(self.ray_address)
-        run = create_run(self.runs_dir, config)
+        run = create_run(self.runs_dir, config, launch_group)
         # The dashboard (or `agentrl ingest`) is the one store writer: a job on another node must
         # never open the DuckDB file, which may sit on a shared disk.
         command = [*self._train_command(run), "--no-ingest"]
@@ -223,8 +253,15 @@ class Launcher:
         """Whether a Ray run still has a job to follow (its output is copied once the job ends)."""
         return self._backend_of.get(run_id) == "ray" and run_id not in self._settled
 
-    def start_pair(self, outcome: RunConfig, guarded: RunConfig) -> tuple[str, str]:
-        return self.start(outcome), self.start(guarded)
+    def start_group(self, configs: list[RunConfig]) -> list[str]:
+        """Start `configs` as one launch: every run records the same launch group, which is how
+        Compare finds the runs launched together (`queries.newest_pair`)."""
+        group = new_launch_group()
+        return [self.start(config, group) for config in configs]
+
+    def start_pair(self, outcome: RunConfig, guarded: RunConfig, seeds: int = 1) -> list[str]:
+        """The outcome-vs-guarded pair as one launch, `seeds` seeds of each (outcome runs first)."""
+        return self.start_group([*seed_configs(outcome, seeds), *seed_configs(guarded, seeds)])
 
     def liveness(self, run: RunDir) -> Liveness:
         """Whether the run's process is alive; RunFileError when its status or launch file is damaged.

@@ -15,24 +15,25 @@ from agentrl.store.db import Con
 
 
 def run_labels(meta: dict) -> list:
-    """(project, tags, notes, summary) of a run.json, as `upsert_run` takes them: each None unless
-    it has the right shape."""
-    project, tags, notes, summary = (meta.get(k) for k in ("project", "tags", "notes", "summary"))
+    """(project, tags, notes, summary, launch_group) of a run.json, as `upsert_run` takes them:
+    each None unless it has the right shape."""
+    project, tags, notes, summary, group = (meta.get(k) for k in ("project", "tags", "notes", "summary", "launch_group"))
     tags = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else None
     summary = json.dumps(summary, default=str) if isinstance(summary, dict) else None
-    return [project if isinstance(project, str) else None, tags, notes if isinstance(notes, str) else None, summary]
+    return [project if isinstance(project, str) else None, tags, notes if isinstance(notes, str) else None, summary,
+            group if isinstance(group, str) else None]
 
 
 def upsert_run(con: Con, values: list) -> None:
     """A run's record as run.json and status.json say it, replacing the one stored (values in the
-    order of the columns below; the last four, project to summary, may be left off)."""
-    values = list(values) + [None] * (18 - len(values))
+    order of the columns below; the last five, project to launch_group, may be left off)."""
+    values = list(values) + [None] * (19 - len(values))
     con.execute(
         """
         INSERT OR REPLACE INTO runs
             (run_id, name, kind, scorer, status, config, created_at, started_at, ended_at,
-             error, pid, total_steps, run_dir, record_schema_version, project, tags, notes, summary)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             error, pid, total_steps, run_dir, record_schema_version, project, tags, notes, summary, launch_group)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         values,
     )
