@@ -8,7 +8,7 @@ RAY_STAMP := $(VENV)/.installed-ray
 S3_STAMP  := $(VENV)/.installed-s3
 PORT   ?= 8501
 
-.PHONY: install install-ray install-s3 run test test-fast browser bench clean
+.PHONY: install install-ray install-s3 run test test-fast browser bwrap bench clean
 
 install: $(STAMP)
 
@@ -45,7 +45,12 @@ run: install
 browser:
 	scripts/ensure-chromium.sh
 
-test: install install-ray install-s3 browser
+# The test sandbox's allow-listed view of the files (Debian's bubblewrap; runs fall back to a
+# hide-list without it, and say so).
+bwrap:
+	scripts/ensure-bwrap.sh
+
+test: install install-ray install-s3 browser bwrap
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 
 # The inner loop: everything but the browser, language-model and slow tests (`make test` runs them all).
