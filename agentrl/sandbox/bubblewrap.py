@@ -191,8 +191,7 @@ def bwrap_command(run_dir: Path, cwd: Path, executables: Sequence[str], *, as_ro
             view.tmpfs(hidden, "0755")
     capabilities = ["--cap-drop", "ALL"] + (["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if switch_user else [])
     return [executable, *view.args, "--proc", "/proc", "--dev", "/dev", *_namespace_flags(as_root),
-            "--die-with-parent", "--new-session", *capabilities, "--chdir", str(Path(os.path.realpath(cwd))),
-            "--unsetenv", "PWD", "--"]
+            "--die-with-parent", "--new-session", *capabilities, "--chdir", str(Path(os.path.realpath(cwd))), "--"]
 
 
 def bubblewrap_config(run_dir: Path, cwd: Path, executables: Sequence[str], *, uid: int | None, gid: int | None,

@@ -155,6 +155,7 @@ def _inner_main(argv: list[str]) -> None:
     """`stub.py --inner CONFIG -- COMMAND...`, inside bubblewrap's view: say the set-up is done,
     then limits, user, seccomp, exec."""
     config = json.loads(argv[2])
+    os.environ.pop("PWD", None)  # bubblewrap's, after --chdir: the run's environment is the runner's alone
     os.write(config["started_fd"], b"1")
     os.close(config["started_fd"])
     _become_command(config, argv[4:])

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from agentrl.sandbox import SandboxLimits, run_tests
-from agentrl.sandbox.bubblewrap import WEAKER_NOTE, bubblewrap_available, bwrap_command
+from agentrl.sandbox.bubblewrap import WEAKER_NOTE, bubblewrap_available, bubblewrap_config, bwrap_command
 from agentrl.sandbox.isolation import namespaces_available
 
 PY = sys.executable
@@ -172,3 +172,18 @@ def test_the_view_recreates_links_on_the_way_and_opens_closed_parents(tmp_path):
     assert f"--perms 0755 --dir {tmp_path}" in text
     assert "--unshare-user" not in command and "--unshare-net" in command and "--unshare-pid" in command
     assert command[command.index("--cap-drop") + 1] == "ALL" and command[-1] == "--"
+
+
+def test_a_view_bubblewrap_cannot_build_is_a_sandbox_setup_failure_in_one_line(machine, monkeypatch):
+    from agentrl.sandbox import runner
+
+    def broken(*args, **kwargs):
+        config = bubblewrap_config(*args, **kwargs)
+        command = config["command"]
+        config["command"] = [*command[:-1], "--ro-bind", "/nonexistent-agentrl-source", "/x", "--"]
+        return config
+
+    monkeypatch.setattr(runner, "bubblewrap_config", broken)
+    result = run(machine, {"geometry.py": HONEST}, "script")
+    assert not result.passed and result.detector == "sandbox setup", result.reason
+    assert "bubblewrap could not set the run up" in result.output_tail
