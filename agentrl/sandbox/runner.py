@@ -13,8 +13,9 @@ answers with a `SandboxResult`: pass or fail, a short reason a person can read, 
 that decided.
 
 These limits bound accidents (a loop, a fork bomb, a runaway allocation, a test that deletes its
-own directory). They are NOT a security boundary: the run shares the kernel, the network and the
-file system of the host (the README's "The test sandbox" section says how to add one).
+own directory). The run's view of the machine is bubblewrap's allow-list where `bwrap` is here
+(`bubblewrap`), else the launcher's namespaces and a hide-list (`isolation`; the result's `note`
+says it is weaker). Neither is a security boundary against the kernel (README, "The test sandbox").
 
 Each run goes through the launcher in `stub` (limits, user, reaping) and, for a Python test
 command, the harness in `harness`; both are separate programs that import nothing of agentrl.

@@ -1,7 +1,8 @@
 """The sandbox's launcher: a second program, run as `python -I -S stub.py --stub CONFIG -- COMMAND...`.
 
 Sandbox runner (`agentrl.sandbox.runner.run_tests`) -> **stub** -> the test command. The stub makes
-itself the reaper of everything the command starts, walls the command off in namespaces of its
+itself the reaper of everything the command starts, walls the command off with bubblewrap (its
+worker execs `bwrap`, and a copy of the stub inside applies the rest: `_inner_main`) or in namespaces of its
 own (network, mount, IPC, and PID with an init of its own where the kernel allows: `_become_pid_one`;
 and a user namespace when not root: `_enter_namespaces`), applies the limits, drops to the
 sandbox user, installs a seccomp filter (x86_64: `_install_seccomp`) and execs the command; asked to stop (SIGTERM), it kills and
@@ -104,9 +105,8 @@ def _stub_main(argv: list[str]) -> None:
 
 
 def _bubblewrap_status(status: int, started_fd: int) -> int:
-    """bubblewrap ends with exit 1 when it could not set the run up, and with exit 128 + N when the
-    command was killed by signal N: back to what the verdict reads, a set-up failure and the
-    signal (a command that exits 128 + N on its own reads as killed by N: it failed either way)."""
+    """bubblewrap's exit 1 (no set-up) and 128 + N (killed by signal N) back to what the verdict reads
+    (a command that exits 128 + N on its own reads as killed by N: it failed either way)."""
     try:
         began = os.read(started_fd, 1) == b"1"
     except BlockingIOError:
