@@ -190,7 +190,9 @@ def bwrap_command(run_dir: Path, cwd: Path, executables: Sequence[str], *, as_ro
         if any(hidden != m and _is_under(hidden, m) for m in view.bound) and not _is_under(real_run_dir, hidden):
             view.tmpfs(hidden, "0755")
     capabilities = ["--cap-drop", "ALL"] + (["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if switch_user else [])
-    return [executable, *view.args, "--proc", "/proc", "--dev", "/dev", *_namespace_flags(as_root),
+    # /dev/shm as the host has it (1777): multiprocessing's semaphores live there
+    return [executable, *view.args, "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
+            *_namespace_flags(as_root),
             "--die-with-parent", "--new-session", *capabilities, "--chdir", str(Path(os.path.realpath(cwd))), "--"]
 
 

@@ -10,6 +10,7 @@ it, and tries the network; and the fallback (no bwrap) says its isolation is wea
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
@@ -125,8 +126,9 @@ def test_the_same_attack_reads_the_files_without_bubblewrap_and_the_result_says_
 def test_a_run_sees_neither_the_trainer_nor_the_network_nor_the_machines_files(machine):
     listener = socket.create_server(("127.0.0.1", 0))  # stands in for the dashboard
     probe = textwrap.dedent(f"""
-        import json, os, socket
-        out = {{"pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "trainer_in_proc": os.path.exists("/proc/{os.getpid()}"),
+        import getpass, json, multiprocessing, os, socket
+        multiprocessing.Lock()  # a semaphore in its own /dev/shm
+        out = {{"user": getpass.getuser(), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "trainer_in_proc": os.path.exists("/proc/{os.getpid()}"),
                "devices": sorted(name for _, name in socket.if_nameindex()), "root": sorted(os.listdir("/")),
                "passwd": sorted(line.split(":")[0] for line in open("/etc/passwd"))}}
         try:
@@ -156,6 +158,7 @@ def test_a_run_sees_neither_the_trainer_nor_the_network_nor_the_machines_files(m
     assert {path: found[path] for path in hidden} == dict.fromkeys(hidden, False)
     assert set(found["root"]) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr", "var",
                                   *[Path(p).parts[1] for p in (sys.base_prefix, sys.prefix, machine["copies"])]}
+    assert found["user"] == ("sandbox" if os.geteuid() == 0 else getpass.getuser())
     assert set(found["passwd"]) <= {"root", "nobody", "sandbox", *([] if os.geteuid() == 0 else [os.environ.get("USER", "")])}
 
 
