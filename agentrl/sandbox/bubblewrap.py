@@ -92,6 +92,11 @@ def _is_under(path: Path, base: Path) -> bool:
     return path == base or base in path.parents
 
 
+def _holds_the_system(path: Path) -> bool:
+    """`/`, or a directory holding one of the system's own: never put in the view whole."""
+    return any(_is_under(Path(system), path) for system in (*SYSTEM_DIRS, "/etc", "/proc", "/dev", "/tmp"))
+
+
 def write_identity(directory: Path, uid: int, gid: int, home: Path) -> tuple[Path, Path]:
     """`passwd` and `group` for the run: root, the run's own user (home: the run's HOME), nobody."""
     try:
@@ -179,7 +184,8 @@ def bwrap_command(run_dir: Path, cwd: Path, executables: Sequence[str], *, as_ro
     passwd, group = identity
     view.args += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
     for path in sorted(kept_paths(executables), key=lambda p: len(p.parts)):
-        view.expose(Path(os.path.abspath(path)))
+        if not _holds_the_system(Path(os.path.abspath(path))):  # `/bin/sh`'s "prefix" is / itself
+            view.expose(Path(os.path.abspath(path)))
     real_run_dir = Path(os.path.realpath(run_dir))
     view.expose(Path(os.path.abspath(run_dir)), rw=True)
     for path in read_only:

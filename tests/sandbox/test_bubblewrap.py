@@ -190,3 +190,13 @@ def test_a_view_bubblewrap_cannot_build_is_a_sandbox_setup_failure_in_one_line(m
     result = run(machine, {"geometry.py": HONEST}, "script")
     assert not result.passed and result.detector == "sandbox setup", result.reason
     assert "bubblewrap could not set the run up" in result.output_tail
+
+
+def test_a_command_that_is_not_python_gets_the_same_view(machine):
+    # `/bin/sh` lives in /bin: its installation is not / (which would put the whole machine back)
+    outside = [str(machine["secret"]), "/etc/hostname", str(REPO / "README.md")]
+    script = " && ".join(f"test ! -e {path}" for path in outside) + " && test -e /etc/ld.so.cache"
+    result = run_tests(machine["workspace"], {}, ["/bin/sh", "-c", script], ["check.py"], LIMITS, temp_root=machine["copies"])
+    assert result.passed and "allow-list" in result.isolation, result.output_tail
+    assert "--ro-bind / /" not in " ".join(bwrap_command(machine["copies"], machine["copies"], ["/bin/sh"], as_root=True,
+                                                          switch_user=True, identity=(machine["secret"],) * 2))
