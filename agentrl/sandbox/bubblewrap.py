@@ -43,6 +43,7 @@ from pathlib import Path
 
 from agentrl.sandbox import stub
 from agentrl.sandbox.isolation import Availability, hidden_paths, kept_paths
+from agentrl.sandbox.users import SANDBOX_UID_BASE
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 """The system's programs and libraries, read-only (on a merged-/usr system all but /usr are links)."""
@@ -50,8 +51,8 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/l
              "/etc/alternatives", "/etc/mime.types")
 """What a test run needs of /etc: the dynamic loader's cache, the time zone, how names resolve,
 Debian's alternatives links; nothing else of /etc (no hostname, no machine-id, no credentials)."""
-WEAKER_NOTE = ("weaker isolation: bubblewrap (bwrap) is not here, so the run sees the whole file system but a hide-list "
-               "(home directories, this checkout, the runs directory); install it with scripts/ensure-bwrap.sh")
+WEAKER_NOTE = ("weaker isolation: without bubblewrap (bwrap is not here, or bubblewrap=False) the run sees the whole file "
+               "system but a hide-list (home directories, this checkout, the runs directory); scripts/ensure-bwrap.sh installs it")
 """The result's note when the run fell back to the stub's own namespaces."""
 NO_NAMESPACES_NOTE = ("weaker isolation: no namespaces here (the kernel refuses them, or namespaces=False), so the run "
                       "shares the network and sees the whole file system; only the limits and the sandbox user hold")
@@ -100,7 +101,7 @@ def _holds_the_system(path: Path) -> bool:
 def write_identity(directory: Path, uid: int, gid: int, home: Path) -> tuple[Path, Path]:
     """`passwd` and `group` for the run: root, the run's own user (home: the run's HOME), nobody."""
     try:
-        name = "sandbox" if uid >= 1_000_000_000 else pwd.getpwuid(uid).pw_name
+        name = "sandbox" if uid >= SANDBOX_UID_BASE else pwd.getpwuid(uid).pw_name
     except KeyError:
         name = "sandbox"
     users = {0: "root:x:0:0:root:/root:/usr/sbin/nologin", 65534: "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin",

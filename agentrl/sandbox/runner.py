@@ -179,6 +179,8 @@ def run_tests(
     kernel allows them) gives the run its own network (loopback only), mount and IPC namespaces
     and a view of the files without the home directories, the dashboard's files and the answer
     keys, plus the directories in `hide` (`agentrl.sandbox.isolation`); True insists on them.
+    `bubblewrap` (default: when `bwrap` can run here) builds that view from an allow-list instead
+    (`agentrl.sandbox.bubblewrap`); False takes the hide-list, and the result's `note` says so.
 
     For example, with a repository whose tests live under tests/:
 
