@@ -165,12 +165,13 @@ def test_a_run_sees_neither_the_trainer_nor_the_network_nor_the_machines_files(m
 def test_the_view_recreates_links_on_the_way_and_opens_closed_parents(tmp_path):
     # /root is 0700 on a host where the interpreter lives under /root/.pyenv: the view's parents are 0755
     target = tmp_path / "real" / "venv"
-    target.mkdir(parents=True)
+    (target / "answers").mkdir(parents=True)
     (tmp_path / "link").symlink_to(target)
     passwd, group = tmp_path / "passwd", tmp_path / "group"
     command = bwrap_command(tmp_path / "run-x", tmp_path / "run-x", [str(tmp_path / "link" / "python")], as_root=True,
-                            switch_user=True, identity=(passwd, group))
+                            switch_user=True, identity=(passwd, group), hide=[target / "answers"])
     text = " ".join(command)
+    assert text.index(f"--tmpfs {target / 'answers'}") > text.index(f"--ro-bind {target}")  # hidden inside what is bound
     assert f"--symlink {target} {tmp_path / 'link'}" in text and f"--ro-bind {target} {target}" in text
     assert f"--perms 0755 --dir {tmp_path}" in text
     assert "--unshare-user" not in command and "--unshare-net" in command and "--unshare-pid" in command
