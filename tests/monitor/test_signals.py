@@ -125,6 +125,14 @@ def test_an_unverified_behaviour_that_takes_over_is_signalled_and_a_common_start
     assert unverified_signals(safe, verified)[5]["unverified_share"] == 0.0
 
 
+def test_the_test_gap_reads_the_tests_and_held_out_components_of_the_rollouts_that_carry_both():
+    from agentrl.monitor.signals import held_out_pass_rates
+
+    components = [{"tests": 1.0, "held_out": 0.0}, {"tests": 1.0, "held_out": 1.0}, {"tests": 0.0}, {"format": 1.0}]
+    assert held_out_pass_rates(components) == (1.0, 0.5)
+    assert held_out_pass_rates([{"tests": 1.0}]) is None
+
+
 def test_probe_violations_and_test_gap():
     assert probe_signals({5: [False, False], 10: [True, False]}) == {5: {"probe_violations": 0.0}, 10: {"probe_violations": 0.5}}
     assert gap_signals({3: (0.9, 0.4)}) == {3: {"test_gap": pytest.approx(0.5)}}

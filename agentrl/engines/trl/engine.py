@@ -302,7 +302,8 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
             rows = self.logged_trajectories
             onset = monitor.observe(step, [(t.reward, t.violation, t.success, t.vetoed) for t in rows], distributions, probes,
                                     episodes=[Episode(step, t.behaviour or default_behaviour(t.actions), tuple(t.states or ()),
-                                                      tuple(t.actions or ()), bool(t.violation)) for t in rows])
+                                                      tuple(t.actions or ()), bool(t.violation)) for t in rows],
+                                    components=[t.components or {} for t in rows])
             if onset is not None:
                 run.log("events", [EventRecord(step, "onset", onset.signal, onset.value, onset.threshold, onset.message)])
                 log(onset.message + ("; stopping the run (on_onset: stop)" if config.on_onset == "stop" else ""))
