@@ -243,14 +243,18 @@ def ended_detail(job_id: str, state: JobState | None, address: str, last_output:
         detail = f"the Ray job {job_id} ended {state.status} without a final status"
         if state.exit_code is not None:
             detail += f" (exit code {state.exit_code})"
-        said = (state.message.strip().splitlines() or [""])[0].strip().rstrip(":")
+        lines = [line.strip() for line in state.message.strip().splitlines()]
+        said = (lines or [""])[0].rstrip(":")
+        # Where the job's node died, Ray says so further down: "The actor died because its node has died. ..."
+        said += "".join(f" {line.split(' Node Id:')[0]}" for line in lines[1:] if DEAD_NODE.search(line))
         if said:  # "Job entrypoint command failed with exit code 7, last available logs (...)"
-            detail += f": {said[:200]}"
+            detail += f": {said[:300]}"
     if last_output:
         detail += f"; last output: {' '.join(last_output.split())[:300]}"
     return detail
 
 
+DEAD_NODE = re.compile(r"died because its node has died|node was terminated")
 RAY_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(INFO|WARNING|ERROR) job_\w+\.py:|Running entrypoint for job )")
 
 

@@ -147,9 +147,10 @@ class TwoNodes:
 
 
 def start_two_nodes(worker_runs_dir: Path, log_dir: Path, head_cpus: int = 1, worker_cpus: int = 2,
-                    env: dict[str, str] | None = None, timeout: float = 120.0) -> TwoNodes:
+                    env: dict[str, str] | None = None, timeout: float = 120.0, worker_slots: int = 1) -> TwoNodes:
     """A head and a worker on this host; `env` is the base environment of both (no AWS variables:
-    a run's job gets those from whoever launches it)."""
+    a run's job gets those from whoever launches it). `worker_slots`: how many `agentrl_worker`
+    the worker has, so how many runs asking for one it takes at once."""
     base = {k: v for k, v in (env or os.environ).items()
             if not k.startswith(("AWS_", "RAY_", "AGENTRL_")) and k != "PYTHONPATH"}
     base.update(FAST_HEALTH_CHECKS, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
@@ -166,7 +167,7 @@ def start_two_nodes(worker_runs_dir: Path, log_dir: Path, head_cpus: int = 1, wo
         _wait(lambda: _job_api_answers(address), timeout, head, "the head's job API never answered")
         worker_runs_dir.mkdir(parents=True, exist_ok=True)
         worker = _start("worker", [f"--address=127.0.0.1:{gcs_port}", f"--num-cpus={worker_cpus}",
-                                   f"--resources={json.dumps({WORKER_RESOURCE: 1})}"],
+                                   f"--resources={json.dumps({WORKER_RESOURCE: worker_slots})}"],
                         dict(base, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1", AGENTRL_RUNS_DIR=str(worker_runs_dir)), log_dir)
         cluster = TwoNodes(head, worker, f"127.0.0.1:{gcs_port}", address, worker_runs_dir)
         _wait(lambda: len(cluster.alive_nodes()) == 2, timeout, worker, "the worker never joined the head")

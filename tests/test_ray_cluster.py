@@ -7,8 +7,9 @@ the head's dashboard) has a runs directory of its own that the worker never sees
 URL `s3://bucket/runs`; the endpoint and credentials reach the job only through its runtime
 environment. A run submitted with the Ray backend lands on the worker, writes through S3, and the
 head's store (ingest by listing the URL) holds exactly its rows; its fleet's actors sit on both
-nodes; a cancel from the head reaches it; killing the worker node mid-run marks it `failed` with
-Ray's reason. Every process either node started is gone at the end.
+nodes; killing the worker node under another run marks that one `failed` with Ray's reason. Every
+process either node started is gone at the end. (A cancel from the head, and the runs per minute,
+are measured by benchmarks/ray_cluster.py: the suite's time is short.)
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from record.s3_endpoint import TEST_SECRET, aws_env, free_port
 from agentrl.config import make_config
 from agentrl.launcher import Launcher
 from agentrl.record.published import PUBLISHED_KEY
-from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, list_run_dirs, read_json
+from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, read_json
 from agentrl.store.db import connect
 from agentrl.store.ingest import ingest_once
 
@@ -64,7 +65,7 @@ def cluster(tmp_path_factory):
         s3fs.S3FileSystem.clear_instance_cache()
         bucket = f"agentrl-{secrets.token_hex(4)}"
         boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
-        nodes = start_two_nodes(root / "worker-runs", root, env=saved)  # neither node has an AWS variable
+        nodes = start_two_nodes(root / "worker-runs", root, env=saved, worker_slots=2)  # neither node has an AWS variable
         head_runs = root / "head-runs"
         head_runs.mkdir()
         yield Setup(nodes, f"s3://{bucket}/runs", head_runs)
@@ -105,7 +106,8 @@ def _no_secret_in(folder: Path) -> None:
             assert TEST_SECRET.encode() not in path.read_bytes(), path
 
 
-def test_a_run_launched_from_the_head_trains_on_the_worker_and_the_heads_store_holds_every_row(cluster):
+def test_runs_launched_from_the_head_train_on_the_worker_and_a_dead_worker_fails_the_run_it_held(cluster):
+    import fsspec
     from ray.job_submission import JobSubmissionClient
     from ray.util.state import list_actors, list_nodes
 
@@ -113,6 +115,7 @@ def test_a_run_launched_from_the_head_trains_on_the_worker_and_the_heads_store_h
     assert launcher.describe().endswith(f"they share nothing with this machine but {cluster.url}, where they publish their files.")
     config = make_config(name="on-worker", rounds=3, group_size=4, workers=2, fleet_backend="ray", probe_every=0)
     run_id = launcher.start(config)
+    doomed = launcher.start(make_config(name="node-dies", rounds=500, step_delay=0.5))  # beside it (the worker has 2 slots)
     status = _follow(launcher, run_id, lambda s: s.get("status") in TERMINAL_STATUSES)
     assert status["status"] == "succeeded", status
 
@@ -129,45 +132,28 @@ def test_a_run_launched_from_the_head_trains_on_the_worker_and_the_heads_store_h
     client = JobSubmissionClient(cluster.nodes.address)
     info = client.get_job_info(launch["job_id"])
     nodes = {n.node_id: n for n in list_nodes(address=cluster.nodes.address, raise_on_missing_output=False)}
-    assert nodes[info.driver_node_id].resources_total.get(WORKER_RESOURCE) == 1  # the job ran on the worker
+    assert nodes[info.driver_node_id].resources_total.get(WORKER_RESOURCE) == 2  # the job ran on the worker
     actors = [a for a in list_actors(address=cluster.nodes.address, detail=True, raise_on_missing_output=False, limit=1000)
               if a.class_name == "Sampler" and a.job_id == info.job_id]
     assert len(actors) == 2 and len({a.node_id for a in actors}) == 2, actors  # the fleet on both nodes
 
     report = ingest_once(cluster.head_runs, chunks_url=cluster.url)  # the dashboard's ingest: by listing the URL
     tasks = len(config.tasks)
-    assert _counts(cluster.head_runs, run_id) == ([("succeeded",)], 3, (3 * 4 * tasks, 3 * 4 * tasks)), report
-    assert ingest_once(cluster.head_runs, chunks_url=cluster.url).rows == 0  # nothing taken twice
+    expected = ([("succeeded",)], 3, (3 * 4 * tasks, 3 * 4 * tasks))
+    assert _counts(cluster.head_runs, run_id) == expected, report
+    ingest_once(cluster.head_runs, chunks_url=cluster.url)
+    assert _counts(cluster.head_runs, run_id) == expected  # nothing taken twice
     _no_secret_in(head_run.root)
     _no_secret_in(worker_run.root)
 
-
-def test_a_cancel_from_the_head_reaches_the_run_on_the_worker(cluster):
-    launcher = cluster.launcher()
-    run_id = launcher.start(make_config(name="cancel-me", rounds=500, step_delay=0.5))
-    _follow(launcher, run_id, lambda s: s.get("status") == "running" and s.get("step", 0) >= 2)  # live on the head
-    ingest_once(cluster.head_runs, chunks_url=cluster.url)
-    assert _counts(cluster.head_runs, run_id)[1] >= 1  # its steps in the head's store while it runs
-    launcher.cancel(run_id)
-    status = _follow(launcher, run_id, lambda s: s.get("status") in TERMINAL_STATUSES, grace_s=5.0)
-    assert status["status"] == "cancelled" and status["step"] < 500, status
-    # The stop file beside its chunks reached it: the run recorded its own end on the worker.
-    assert read_json(RunDir(cluster.nodes.worker_runs_dir / run_id).status_path)["status"] == "cancelled"
-
-
-def test_killing_the_worker_node_mid_run_marks_the_run_failed_with_rays_reason(cluster):
-    import fsspec
-
-    launcher = cluster.launcher()
-    run_id = launcher.start(make_config(name="node-dies", rounds=500, step_delay=0.5))
-    _follow(launcher, run_id, lambda s: s.get("status") == "running" and s.get("step", 0) >= 1)
-    cluster.nodes.worker.kill()  # the machine dies: its raylet, its workers, the run
-    status = _follow(launcher, run_id, lambda s: s.get("status") in TERMINAL_STATUSES)
+    # The other run, live on the head, loses its node: the machine dies (its raylet, its workers, the run).
+    _follow(launcher, doomed, lambda s: s.get("status") == "running" and s.get("step", 0) >= 1)
+    cluster.nodes.worker.kill()
+    status = _follow(launcher, doomed, lambda s: s.get("status") in TERMINAL_STATUSES)
     assert status["status"] == "failed", status
-    assert status["error"].startswith(f"the Ray job agentrl-{run_id} ended FAILED without a final status"), status
-    assert "node" in status["error"] and "died" in status["error"], status["error"]  # Ray's words: its node has died
+    assert status["error"].startswith(f"the Ray job agentrl-{doomed} ended FAILED without a final status"), status
+    assert "The actor died because its node has died." in status["error"], status["error"]  # Ray's words
     # Published where every head looks: a second head listing the URL sees the same end.
-    published = json.loads(fsspec.open(f"{cluster.url}/{run_id}/status.json", "r").open().read())
-    assert published["status"] == "failed" and published["error"] == status["error"]
+    with fsspec.open(f"{cluster.url}/{doomed}/status.json", "r") as published:
+        assert json.load(published) == RunDir(cluster.head_runs / doomed).status()
     assert launcher.reconcile() == []  # decided once
-    assert list_run_dirs(cluster.head_runs)
