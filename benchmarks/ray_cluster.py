@@ -38,11 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ray_nodes import WORKER_RESOURCE, free_port, start_two_nodes  # noqa: E402
+from ray_nodes import WORKER_RESOURCE, free_port, start_two_nodes
 
-from agentrl.config import make_config  # noqa: E402
-from agentrl.launcher import Launcher  # noqa: E402
-from agentrl.record.rundir import TERMINAL_STATUSES, RunDir  # noqa: E402
+from agentrl.config import make_config
+from agentrl.launcher import Launcher
+from agentrl.record.rundir import TERMINAL_STATUSES, RunDir
 
 
 def follow(launcher: Launcher, run_ids: list[str], done, timeout: float = 600.0, **kwargs) -> dict[str, float]:

@@ -21,10 +21,10 @@ import secrets
 from pathlib import Path
 
 import pytest
-
 from helpers import wait_for
 from ray_nodes import WORKER_RESOURCE, start_two_nodes
 from record.s3_endpoint import TEST_SECRET, aws_env, free_port
+
 from agentrl.config import make_config
 from agentrl.launcher import Launcher
 from agentrl.record.published import PUBLISHED_KEY
