@@ -127,8 +127,9 @@ def test_ray_resources_that_are_not_a_json_object_of_positive_amounts_are_one_li
     assert Launcher.from_environment(runs_dir, backend="ray").ray_resources == {"agentrl_worker": 1.0}
 
 
-def test_a_run_id_from_a_launcher_elsewhere_makes_its_folder_here_only_behind_an_object_store(tmp_path):
+def test_a_run_id_from_a_launcher_elsewhere_makes_its_folder_here_only_behind_an_object_store(tmp_path, monkeypatch):
     """What a Ray job on a node that shares only the chunks URL runs: the folder is made here, with that id."""
+    monkeypatch.setenv("AGENTRL_CHUNKS_URL", "")  # `train` in this process sets it: put back as it was after the test
     config = make_config(name="sent", rounds=1, probe_every=0).to_json()
     url = "memory://agentrl-sent/runs"  # an object store of this process: it publishes, as s3:// does
     result = agentrl("train", "--config-json", config, "--run-id", "20260101-000000-sent-0001", "--chunks-url", url,
