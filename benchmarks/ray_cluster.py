@@ -28,6 +28,7 @@ import logging
 import os
 import secrets
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -150,6 +151,7 @@ def main() -> int:
         server.stop()
         os.environ.clear()
         os.environ.update(saved)
+        shutil.rmtree(root, ignore_errors=True)
     if left:
         print(f"processes of the Ray nodes still running: {left}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -143,7 +144,10 @@ class TwoNodes:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         time.sleep(0.5)
-        return [f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in running()]
+        left = [f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in running()]
+        for node in self.nodes:
+            shutil.rmtree(node.temp_dir, ignore_errors=True)
+        return left
 
 
 def start_two_nodes(worker_runs_dir: Path, log_dir: Path, head_cpus: int = 1, worker_cpus: int = 2,
