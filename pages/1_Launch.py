@@ -9,7 +9,7 @@ import ui
 from agentrl.analysis import duration
 from agentrl.config import ConfigError, config_from_json, load_preset, make_config, preset_names
 from agentrl.engines.registry import engine_of
-from agentrl.launcher import MAX_SEEDS, pair_configs, seed_configs
+from agentrl.launch_configs import MAX_SEEDS, pair_configs, seed_configs
 from agentrl.store import queries
 from ui.forms import config_form
 from ui.guard import SCRIPT_ENGINE_ENV, script_engine_allowed
