@@ -7,7 +7,8 @@ pages/4_Review.py -> **ui.reviewing** -> agentrl.review. Streamlit has no key bi
 script, installed once in the page's own document, reads keydown and clicks the page's buttons
 by their widget keys (Streamlit names each keyed element's container `st-key-<key>`). It does
 nothing while a text box has the focus, with a modifier held, or on any other page of the
-dashboard (it looks for this page's marker first).
+dashboard (it looks for this page's marker first). A key it acts on goes no further: Streamlit's
+own `r` would rerun the page under the reviewer.
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ _SCRIPT = """
   if (doc.__agentrlReviewKeys) return;  // once per tab: the page's reruns draw this again
   doc.__agentrlReviewKeys = true;
   const SHORTCUTS = %(shortcuts)s;
-  const find = (prefix) => doc.querySelector(`[class*="st-key-${prefix}"] button`);
-  const note = () => doc.querySelector('[class*="st-key-note-"] textarea');
+  // The element as drawn now: a redraw briefly keeps the old one beside it, hidden or stale.
+  const shown = (selector) => [...doc.querySelectorAll(selector)]
+    .filter((el) => el.offsetParent !== null && !el.closest('[data-stale="true"]')).pop();
+  const find = (prefix) => shown(`[class*="st-key-${prefix}"] button`);
+  const note = () => shown('[class*="st-key-note-"] textarea');
   const typing = (el) => el && (el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName));
   let pending = null;  // the decision waiting for its note
   const press = (prefix) => {
@@ -46,6 +50,7 @@ _SCRIPT = """
     const box = note();
     if (event.target === box && pending && event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       event.preventDefault();
+      event.stopPropagation();
       const prefix = pending;
       pending = null;
       box.blur();  // commits the note before the click reads it
@@ -56,6 +61,7 @@ _SCRIPT = """
     const shortcut = SHORTCUTS[event.key];
     if (!shortcut) return;
     event.preventDefault();
+    event.stopPropagation();  // Streamlit's own keys (r reruns the page, c clears its cache) never see it
     const [prefix, needsNote] = shortcut;
     if (needsNote && box && !box.value.trim()) {
       pending = prefix;
