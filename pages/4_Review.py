@@ -81,7 +81,7 @@ def open_trajectory(run_id: str, keys: list[str], descriptions: dict[str, str], 
     return opened
 
 
-def show_trajectory(run_id: str, opened: str) -> None:
+def show_trajectory(run_id: str, opened: str, following: str | None) -> None:
     step, traj_idx = transcript.parse_key(opened)
     record = queries.trajectory(con, run_id, step, traj_idx)
     amount = "" if record.get("amount") is None else f" (amount {record['amount']})"  # tasks without amounts say none
@@ -107,35 +107,52 @@ def show_trajectory(run_id: str, opened: str) -> None:
         st.dataframe(transcript.components_table(record), hide_index=True, key="components")
         if record.get("verifier_reason"):
             st.markdown(f"**Verifier:** {ui.plain(record['verifier_reason'])}")
-    decision(run_id, step, traj_idx, opened, flagged=bool(reviewing.flagged(record)))
+    decision(run_id, step, traj_idx, opened, flagged=bool(reviewing.flagged(record)), following=following)
 
 
-def decision(run_id: str, step: int, traj_idx: int, opened: str, flagged: bool) -> None:
+DECISIONS = {  # name: (button label, icon, what the page says once it is recorded)
+    "approve": ("Approve", ":material/check:", "Approved step {step} #{idx}"),
+    "reject": ("Reject", ":material/close:", "Rejected step {step} #{idx}"),
+    "exploit": ("Mark as exploit fixture", ":material/bug_report:", "Stored exploit fixture {result}"),
+}
+
+
+def record_decision(name: str, run_id: str, step: int, traj_idx: int, note_key: str, following: str | None) -> None:
+    """A decision button's callback (it runs before the redraw): record the decision and open the
+    next trajectory listed, or keep the reason it was refused for the page to say."""
+    note, who = st.session_state.get(note_key, ""), st.session_state.get("reviewer", "")
+    try:
+        if name == "exploit":
+            result = review.mark_exploit(svc.con.cursor(), run_id, step, traj_idx, who, note)
+        else:
+            result = review.record_review(svc.con.cursor(), run_id, step, traj_idx, name, who, note)
+    except (review.ReviewError, gate.GateError) as error:
+        st.session_state["_decided"] = ("error", ui.plain(error))
+        return
+    st.session_state["_decided"] = ("success", DECISIONS[name][2].format(step=step, idx=traj_idx, result=result))
+    ui.acknowledge("decisions", lambda: queries.decisions_version(ui.cursor()))  # drawn here, not by a redraw
+    if following:
+        st.session_state["open-trajectory"] = following
+
+
+def decision(run_id: str, step: int, traj_idx: int, opened: str, flagged: bool, following: str | None) -> None:
     """Approve, reject or mark as an exploit, recorded where the buttons are: the page stays in
-    place (no redraw from the top) and the history below shows the decision. A flagged
-    trajectory's primary button is Reject."""
+    place (no redraw from the top) and the next trajectory listed opens. A flagged trajectory's
+    primary button is Reject."""
     st.markdown("**Decision**")
-    note = st.text_area("Note", key=f"note-{run_id}-{opened}", placeholder="Required to reject or to mark an exploit.")
-    b1, b2, b3 = st.columns(3)
-    said = st.empty()
-    actions = (
-        (b1, "Approve", "approve", ":material/check:", "Approved step {step} #{idx}",
-         lambda: review.record_review(svc.con.cursor(), run_id, step, traj_idx, "approve", reviewer, note)),
-        (b2, "Reject", "reject", ":material/close:", "Rejected step {step} #{idx}",
-         lambda: review.record_review(svc.con.cursor(), run_id, step, traj_idx, "reject", reviewer, note)),
-        (b3, "Mark as exploit fixture", "exploit", ":material/bug_report:", "Stored exploit fixture {result}",
-         lambda: review.mark_exploit(svc.con.cursor(), run_id, step, traj_idx, reviewer, note)),
-    )
+    note_key = f"note-{run_id}-{opened}"
+    st.text_area("Note", key=note_key, placeholder="Required to reject or to mark an exploit.", height=80)
     primary = "reject" if flagged else "approve"
-    for column, label, name, icon, message, action in actions:
-        if column.button(label, type="primary" if name == primary else "secondary", key=f"{name}-{opened}", icon=icon):
-            try:
-                result = action()
-            except (review.ReviewError, gate.GateError) as error:
-                said.error(ui.plain(error))
-            else:
-                said.success(message.format(step=step, idx=traj_idx, result=result), icon=":material/check_circle:")
-                ui.acknowledge("decisions", lambda: queries.decisions_version(ui.cursor()))
+    for column, (name, (label, icon, _)) in zip(st.columns(len(DECISIONS)), DECISIONS.items()):
+        column.button(label, type="primary" if name == primary else "secondary", key=f"{name}-{opened}", icon=icon,
+                      on_click=record_decision, args=(name, run_id, step, traj_idx, note_key, following))
+    said = st.session_state.pop("_decided", None)
+    if said:
+        kind, text = said
+        if kind == "success":
+            st.success(text, icon=":material/check_circle:")
+        else:
+            st.error(text)
     history = queries.review_history(con, run_id, step, traj_idx)
     if not history.empty:
         st.markdown("**Review history** (append-only, oldest first)")
@@ -148,7 +165,8 @@ def trajectory_view(run_id: str, keys: list[str], descriptions: dict[str, str], 
     and every decision redraw only this part and the page does not move."""
     with ui.shown_errors("show the trajectory"):
         reviewing.keyboard_shortcuts()
-        show_trajectory(run_id, open_trajectory(run_id, keys, descriptions, table_rows))
+        opened = open_trajectory(run_id, keys, descriptions, table_rows)
+        show_trajectory(run_id, opened, reviewing.neighbour(keys, opened, 1))
 
 
 def show_by_behaviour(run_id: str, lo: int, hi: int) -> None:

@@ -41,9 +41,11 @@ _SCRIPT = """
   const note = () => shown('[class*="st-key-note-"] textarea');
   const typing = (el) => el && (el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName));
   let pending = null;  // the decision waiting for its note
-  const press = (prefix) => {
+  // A key pressed while the page redraws waits for the button to be drawn again (up to 3 s).
+  const press = (prefix, tries = 30) => {
     const button = find(prefix);
     if (button && !button.disabled) button.click();
+    else if (tries > 0) setTimeout(() => press(prefix, tries - 1), 100);
   };
   doc.addEventListener("keydown", (event) => {
     if (!doc.querySelector('[class*="st-key-%(marker)s"]')) return;  // another page of the dashboard

@@ -144,8 +144,8 @@ def test_a_flagged_trajectory_offers_reject_first_and_a_gate_sample_row_opens_it
 
 
 def test_review_keys_move_and_decide_and_the_page_stays_put(served, tab):
-    """j/k next and previous, a approve, r reject with the note box focused (typing there
-    presses nothing), f exploit fixture; no decision moves the page."""
+    """j/k next and previous, a approve, r reject and f exploit fixture with the note box focused
+    (typing there presses nothing); each decision opens the next one listed and none moves the page."""
     base_url, _, ids, _ = served
     tab.goto(f"{base_url}/Review?run={ids['guarded']}")
     tab.get_by_role("button", name="Approve").wait_for(timeout=60_000)
@@ -169,18 +169,28 @@ def test_review_keys_move_and_decide_and_the_page_stays_put(served, tab):
     assert second and second != first
     press("k")
     assert _until(lambda: _opened(tab) == first, 30)
-    press("a")
-    tab.get_by_text(f"Approved step {first.split(' · ')[0][5:]} #").wait_for(timeout=30_000)
+
+    def said(prefix: str, opened: str) -> None:
+        step, idx = opened.split(" · ")[:2]
+        tab.get_by_text(f"{prefix} {step} {idx}").wait_for(timeout=30_000)
+
+    press("a")  # approved, and the next one listed opens
+    said("Approved", first)
+    assert _until(lambda: _opened(tab) == second, 10)
     time.sleep(2.5)  # the decisions watch has had its look: nothing redraws the page
-    assert abs(_scrolled(tab) - at) < 2 and _opened(tab) == first
+    assert abs(_scrolled(tab) - at) < 2 and _opened(tab) == second
     press("r")
     assert tab.evaluate("document.activeElement.tagName") == "TEXTAREA"
     tab.keyboard.type("just asked, and jumped the approval")  # j, k and a in a text box press nothing
-    assert _opened(tab) == first
+    assert _opened(tab) == second
     tab.keyboard.press("Control+Enter")
-    tab.get_by_text("Rejected step").wait_for(timeout=30_000)
-    assert abs(_scrolled(tab) - at) < 2
-    press("f")  # the note is there: stored at once
+    said("Rejected", second)
+    third = _until(lambda: _opened(tab) not in (first, second) and _opened(tab), 10)
+    assert third and abs(_scrolled(tab) - at) < 2
+    press("f")
+    assert tab.evaluate("document.activeElement.tagName") == "TEXTAREA"
+    tab.keyboard.type("refunds without asking")
+    tab.keyboard.press("Control+Enter")
     tab.get_by_text("Stored exploit fixture").wait_for(timeout=30_000)
     assert abs(_scrolled(tab) - at) < 2
     assert tab.locator('[data-testid="stException"]').count() == 0
