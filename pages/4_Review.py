@@ -148,8 +148,8 @@ def decision(run_id: str, step: int, traj_idx: int, opened: str, flagged: bool, 
                       on_click=record_decision, args=(name, run_id, step, traj_idx, note_key, following))
     said = st.session_state.pop("_decided", None)
     if said:
-        kind, text = said
-        if kind == "success":
+        tone, text = said
+        if tone == "success":
             st.success(text, icon=":material/check_circle:")
         else:
             st.error(text)
