@@ -2,7 +2,9 @@
 exploit fixtures, the promotion gate with exactly the sample it checks and its audit trail, and
 the coding sandbox's hack-suite detection table.
 The run, the tab and the open trajectory are in the URL; decisions made in another browser show
-here within two seconds."""
+here within two seconds. The open trajectory and the decision on it are one fragment: next,
+previous and every decision redraw only that part (the page never jumps), and the keys of
+ui.reviewing press its buttons."""
 
 import streamlit as st
 
@@ -144,7 +146,10 @@ def decision(run_id: str, step: int, traj_idx: int, opened: str, flagged: bool, 
     st.text_area("Note", key=note_key, placeholder="Required to reject or to mark an exploit.", height=80)
     primary = "reject" if flagged else "approve"
     for column, (name, (label, icon, _)) in zip(st.columns(len(DECISIONS)), DECISIONS.items()):
-        column.button(label, type="primary" if name == primary else "secondary", key=f"{name}-{opened}", icon=icon,
+        # One key for every trajectory: the next one's button replaces this one in place (a key per
+        # trajectory left the old button beside the new for a moment). The click still applies to
+        # the trajectory it was drawn for: its callback's arguments name it.
+        column.button(label, type="primary" if name == primary else "secondary", key=f"decide-{name}", icon=icon,
                       on_click=record_decision, args=(name, run_id, step, traj_idx, note_key, following))
     said = st.session_state.pop("_decided", None)
     if said:

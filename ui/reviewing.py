@@ -22,8 +22,8 @@ from ui.text import plain
 MARKER = "review-keys"  # the container whose presence says the Review page is the one shown
 NEXT, PREVIOUS = "traj-next", "traj-previous"
 # key -> (the widget-key prefix of the button it clicks, whether that decision needs a note)
-SHORTCUTS = {"j": (NEXT, False), "k": (PREVIOUS, False), "a": ("approve-", False), "r": ("reject-", True),
-             "f": ("exploit-", True)}
+SHORTCUTS = {"j": (NEXT, False), "k": (PREVIOUS, False), "a": ("decide-approve", False),
+             "r": ("decide-reject", True), "f": ("decide-exploit", True)}
 HELP = "Keys: **j**/**k** next/previous · **a** approve · **r** reject (type the note, then Ctrl+Enter) · **f** exploit fixture"
 
 # No user text goes into this script: it is a constant.
