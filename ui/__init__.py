@@ -7,7 +7,7 @@ ingests new chunks, assigns new runs their colour and samples the machine's CPU 
 second. Pages query through `cursor()` (one DuckDB cursor per call, so Streamlit's script threads
 never share one). The run pickers every page shares live in `ui.pickers`; the Launch form in
 `ui.forms`; who may see and act on the dashboard in `ui.guard` (installed by this import, before
-any page is drawn); user text shown as typed in `ui.text`.
+any page is drawn); user text shown as typed in `ui.text`; Review's keys and badges in `ui.reviewing`.
 """
 
 from __future__ import annotations
