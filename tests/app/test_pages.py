@@ -41,6 +41,9 @@ def test_overview_filters_by_name_and_tag_and_hides_archived_runs(trained_runs_d
     assert at.dataframe[0].value.empty
     at.toggle(key="archived").set_value(True).run()
     assert list(at.dataframe[0].value["name"]) == ["refund-guarded"]
+    linked = app("app.py", archived="true").run()  # issue 29: "show archived" is in the URL, to share the view
+    assert set(linked.dataframe[0].value["name"]) == {"refund-guarded", "refund-outcome"}
+    assert linked.dataframe[0].value["learning rate"].tolist() == [0.04, 0.04]  # the config, beside the figures
 
 
 def test_overview_on_an_empty_store_points_to_launch(tmp_path, monkeypatch):

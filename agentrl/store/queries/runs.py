@@ -53,6 +53,18 @@ def run_version(con: Con, run_id: str) -> tuple:
     return tuple(row)
 
 
+def run_statuses(con: Con) -> dict[str, str]:
+    """Every run's status now, by run id: what the run pickers' labels show, read fresh (a page
+    redraws its picker when this changed)."""
+    return dict(con.execute("SELECT run_id, status FROM runs ORDER BY run_id").fetchall())
+
+
+def run_configs(con: Con, run_ids: list[str]) -> dict[str, str]:
+    """The config (JSON text, as the run recorded it) of each of `run_ids` the store holds."""
+    rows = con.execute("SELECT run_id, config FROM runs WHERE list_contains(?, run_id)", [list(run_ids)]).fetchall()
+    return {run_id: config for run_id, config in rows}
+
+
 def get_run(con: Con, run_id: str) -> dict | None:
     """One run's record (config as JSON text), or None."""
     df = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).df()
