@@ -46,7 +46,7 @@ def runs_overview() -> None:
         # Each run's onset, worked out again only when the run has new steps.
         onsets = {r.run_id: ui.remembered(f"onset-{r.run_id}", (r.steps_done, r.status),
                                           lambda r=r: store_onset(ui.cursor(), r.run_id)) for r in shown.itertuples()}
-        table = runs_view.runs_table(shown, onsets, queries.run_configs(ui.cursor(), shown["run_id"].tolist()))
+        table = runs_view.runs_table(shown, onsets, queries.config_texts(ui.cursor(), shown["run_id"].tolist()))
         styled = table.style.apply(lambda column: [f"color: {colors[r]}" for r in table["run_id"]], subset=["run"])
         ids = table["run_id"].tolist()
         event = st.dataframe(

@@ -62,7 +62,7 @@ def _field(config: dict, path: str):
 def config_columns(runs: pd.DataFrame, configs: dict[str, str]) -> pd.DataFrame:
     """One column per config field that the engines of `runs` show (their `table_fields`, in the
     order first named), one row per run: that run's value, blank where its engine has no such
-    field. `configs`: each run's config JSON (`queries.run_configs`)."""
+    field. `configs`: each run's config JSON (`queries.config_texts`)."""
     from agentrl.engines.registry import UnknownEngineError, get_engine
 
     fields: list[str] = []

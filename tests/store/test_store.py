@@ -173,7 +173,7 @@ def test_run_status_lands_in_the_runs_table(runs_dir, con):
     assert record["ended_at"] is not None
     # What the run pickers label each run with, read fresh; and the config the runs table shows.
     assert queries.run_statuses(con) == {run.run_id: "failed"}
-    assert set(queries.run_configs(con, [run.run_id, "nope"])) == {run.run_id}
+    assert set(queries.config_texts(con, [run.run_id, "nope"])) == {run.run_id}
 
 
 # --- bad chunks -----------------------------------------------------------------------------

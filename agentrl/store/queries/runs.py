@@ -59,7 +59,7 @@ def run_statuses(con: Con) -> dict[str, str]:
     return dict(con.execute("SELECT run_id, status FROM runs ORDER BY run_id").fetchall())
 
 
-def run_configs(con: Con, run_ids: list[str]) -> dict[str, str]:
+def config_texts(con: Con, run_ids: list[str]) -> dict[str, str]:
     """The config (JSON text, as the run recorded it) of each of `run_ids` the store holds."""
     rows = con.execute("SELECT run_id, config FROM runs WHERE list_contains(?, run_id)", [list(run_ids)]).fetchall()
     return {run_id: config for run_id, config in rows}
