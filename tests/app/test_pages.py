@@ -56,7 +56,9 @@ def test_live_page_draws_the_runs_charts_and_more_panels_on_demand(trained_runs_
     # success beside violation, reward components; more on demand (the page draws two charts quickly)
     assert set(titles(at)) == {"Success and violation rate", "Mean reward components per step"}
     rates = figure(at, "Success and violation rate")
-    assert [(t["name"], t["color"]) for t in rates["data"]] == [("success", "#2e7d32"), ("violation", "#c62828")]
+    # Okabe-Ito's bluish green and vermillion, told apart by readers with a colour vision deficiency
+    assert [(t["name"], t["color"]) for t in rates["data"]] == [("success", "#009E73"), ("violation", "#D55E00")]
+    assert [t["line"]["dash"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]] == ["solid", "dash"]
     assert "Step 30 of 30" in at.get("progress")[0].proto.text
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["vetoed rollouts"] == "25"  # the guarded run is the newest
