@@ -5,6 +5,11 @@ start (ui.live_view)."""
 
 import streamlit as st
 
+# Drawn before the imports below: on the first visit after the dashboard starts they take seconds,
+# and the tab would be blank until then.
+st.set_page_config(page_title="Live · agentrl", layout="wide")
+st.title("Live run")
+
 import ui
 from agentrl import charts
 from agentrl.analysis import live
@@ -20,7 +25,6 @@ from ui.pickers import run_picker
 MORE_PANELS = ["Behaviours", "Vetoes", "Policy", "Updates", "Memory", "Engine metrics"]
 
 svc = ui.page("Live")
-st.title("Live run")
 buffered.install()
 
 runs = queries.list_runs(ui.cursor())
@@ -114,7 +118,7 @@ def draw_charts(con, run: dict, version, x: str, weight: float) -> None:
         found = found[found["step"] <= last].merge(steps[["step", "elapsed_s"]], on="step", how="left")
         return downsample(found, by="component")
 
-    mark = lambda fig: charts.mark_onset(fig, at, at_x=at_x)  # noqa: E731
+    mark = lambda fig: charts.mark_onset(fig, at, at_x=at_x)
     figures = ui.remembered(f"figures-{run_id}", (version, at, x, weight), build=lambda: {
         "rates": mark(charts.rates_curve(thin, x=x)),
         "vetoes": mark(charts.veto_counts(thin, x=x)) if shown.vetoes else None,

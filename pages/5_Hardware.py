@@ -4,6 +4,11 @@ URL; its charts refresh without a blank frame (ui.buffered)."""
 
 import streamlit as st
 
+# Drawn before the imports below: on the first visit after the dashboard starts they take seconds,
+# and the tab would be blank until then.
+st.set_page_config(page_title="Hardware · agentrl", layout="wide")
+st.title("Hardware")
+
 import ui
 from agentrl import charts
 from agentrl.analysis import hardware as hw
@@ -14,7 +19,6 @@ from ui import buffered
 from ui.pickers import run_picker
 
 svc = ui.page("Hardware")
-st.title("Hardware")
 buffered.install()
 
 

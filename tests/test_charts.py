@@ -58,3 +58,38 @@ def test_divergence_bars_rank_states_by_weighted_divergence():
     found = pd.DataFrame({"state": ["s1", "s2"], "js": [0.5, 0.9], "weight": [1.0, 0.1]})
     fig = charts.divergence_bars(found, "found")
     assert list(fig.data[0].y) == ["s2", "s1"] and list(fig.data[0].x) == [0.9 * 0.1, 0.5]  # the largest on top
+
+
+def test_engine_metrics_are_small_multiples_each_on_its_own_y_axis_sharing_one_x_axis():
+    # Issue 29: on one y axis, a loss near 10 flattened the entropy near 0.
+    series = pd.DataFrame({"step": [1, 2, 3] * 2, "name": ["entropy"] * 3 + ["loss"] * 3,
+                           "value": [0.1, 0.05, 0.01, 9.0, 8.0, 7.0]})
+    fig = charts.metric_curves(series)
+    assert [(t.name, t.yaxis) for t in fig.data] == [("entropy", "y"), ("loss", "y2")]
+    assert fig.layout.xaxis.matches == "x2" and fig.layout.hoversubplots == "axis"  # zoom and hover in step
+    assert fig.layout.yaxis.domain != fig.layout.yaxis2.domain
+
+
+def test_success_and_violation_differ_in_colour_for_colour_blind_readers_and_in_line_style():
+    steps = pd.DataFrame({"step": [1, 2], "success_rate": [0.5, 1.0], "violation_rate": [0.0, 0.5]})
+    success, violation = charts.rates_curve(steps).data
+    assert (success.line.color, violation.line.color) == (charts.OKABE_ITO["bluish_green"], charts.OKABE_ITO["vermillion"])
+    assert (success.line.dash, violation.line.dash) == ("solid", "dash")
+    timed = charts.rates_curve(steps.assign(elapsed_s=[0.5, 1.5]), x="elapsed_s")
+    assert list(timed.data[0].x) == [0.5, 1.5] and timed.layout.xaxis.title.text.startswith("time since")
+
+
+def test_memory_is_drawn_in_gb_as_its_budget():
+    samples = pd.DataFrame({"ts": pd.date_range("2026-12-01", periods=3, freq="min"), "rss_bytes": [2e9] * 3,
+                            "gpu_allocated_bytes": [None] * 3})
+    fig = charts.memory_usage(samples, budget_bytes=3e9)
+    assert list(fig.data[0].y) == [2.0] * 3 and fig.layout.shapes[0].y0 == 3.0 and fig.layout.yaxis.title.text == "GB"
+
+
+def test_reward_components_of_several_runs_keep_the_component_colour_and_tell_runs_by_dash():
+    components = pd.DataFrame({"run_id": ["a", "a", "b", "b"], "step": [1, 1, 1, 1],
+                               "component": ["outcome", "step_cost"] * 2, "value": [1.0, -0.1, 0.5, -0.2]})
+    fig = charts.components_overlay(components, {"a": "run A", "b": "run B"})
+    drawn = {t.name: (t.line.color, t.line.dash) for t in fig.data if t.showlegend is False}
+    assert drawn["run A: outcome"][0] == drawn["run B: outcome"][0] == charts.component_color("outcome")
+    assert drawn["run A: outcome"][1] == drawn["run A: step_cost"][1] != drawn["run B: outcome"][1]

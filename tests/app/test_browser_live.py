@@ -65,7 +65,7 @@ requestAnimationFrame(sample);
 
 
 def test_live_charts_never_blank_nothing_above_them_moves_and_counters_match_the_charts(trained_pair, browser, tmp_path):
-    runs_dir, ids = trained_pair
+    runs_dir, _ = trained_pair
     with running_dashboard(tmp_path, runs_dir) as base_url:
         # The outcome-only run: its onset banner appears mid-run (about step 10 of the preset).
         config = load_preset("refund-outcome").model_copy(update={"name": "steady-live", "rounds": 200, "step_delay": 0.3})
