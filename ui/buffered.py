@@ -33,22 +33,13 @@ CSS = (
     # replaced chart in the new slot for a while, already drawn.
     + ", ".join(f"{_STACK}:has({_SLOT.format((g + 1) % 3)}) {_SLOT.format(g)}" for g in range(3))
     + f" {{ animation: buffered-hide 0s linear {HIDE_AFTER_S}s forwards; }}"
-    + " @keyframes buffered-hide { to { visibility: hidden; } }"
-    + " .st-key-plotly-preload { display: none; }</style>"
+    + " @keyframes buffered-hide { to { visibility: hidden; } }</style>"
 )
 
 
 def install() -> None:
-    """The stacking rules (once per page, outside any refreshing fragment), and an empty hidden chart
-    as the page's first chart: a tab loads plotly.js (4.7 MB, seconds to compile on a busy machine)
-    when the first chart arrives, so it loads while the page's queries still run, not after them."""
+    """The stacking rules (once per page, outside any refreshing fragment)."""
     st.html(CSS)
-    with st.container(key="plotly-preload"):
-        st.plotly_chart(_EMPTY, key="plotly-preload-chart", config={"staticPlot": True})
-
-
-PRELOAD = "plotly-preload"  # the hidden chart's layout.meta (tests of a page's charts leave it out)
-_EMPTY = {"data": [{"type": "scatter", "x": [], "y": []}], "layout": {"height": 10, "meta": PRELOAD}}
 
 
 def chart(figure, key: str, where=None) -> None:

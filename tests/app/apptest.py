@@ -47,8 +47,6 @@ def figures(at: AppTest) -> list[dict]:
     found = []
     for chart in at.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
-        if spec["layout"].get("meta") == "plotly-preload":
-            continue  # the hidden chart that loads plotly.js early (ui.buffered.install)
         found.append({
             "title": spec["layout"].get("title", {}).get("text", ""),
             "layout": spec["layout"],

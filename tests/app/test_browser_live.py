@@ -1,7 +1,7 @@
 """Issue 29, items 2, 9 and 10 on the Live page in Chromium at 1440x900: while a run trains, its
 charts never show a blank frame, nothing above them moves (the onset banner's place is kept from
 the start), the counters describe the step the charts end at; the chart view is in the URL; the
-home page is "Runs" in the sidebar."""
+home page is "Runs" in the sidebar; the theme follows the browser's dark preference."""
 
 from __future__ import annotations
 
@@ -101,7 +101,14 @@ def test_live_charts_never_blank_nothing_above_them_moves_and_counters_match_the
                                   "'time since the run started'))", timeout=60_000)
             assert "smoothing=0.5" in tab.url and "x=Time" in tab.url
             home = tab.locator("[data-testid='stSidebarNav'] li").first
+            home.wait_for(timeout=30_000)
             assert home.evaluate("e => getComputedStyle(e.querySelector('p'), '::after').content") == '"Runs"'
+            # The theme follows the browser's dark preference.
+            dark = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme="dark").new_page()
+            dark.goto(f"{base_url}/Hardware")
+            dark.get_by_role("heading", name="Hardware").first.wait_for(timeout=60_000)
+            background = dark.evaluate("getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor")
+            assert sum(int(v) for v in background[4:-1].split(",")[:3]) < 3 * 80, background
         finally:
             trainer.kill()
             trainer.wait()
