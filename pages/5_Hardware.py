@@ -59,14 +59,14 @@ def hardware_panel(run_id: str) -> None:
         thin = downsample(samples)
         left, right = st.columns(2)
         buffered.chart(ui.remembered(f"hw-mem-{run_id}", version, lambda: charts.memory_usage(
-            thin, hw.estimate_total(budget))), "memory", left)
-        buffered.chart(ui.remembered(f"hw-cpu-{run_id}", version, lambda: charts.cpu_usage(thin, hw.cores())), "cpu", right)
+            thin, hw.estimate_total(budget))), "hw-memory", left)
+        buffered.chart(ui.remembered(f"hw-cpu-{run_id}", version, lambda: charts.cpu_usage(thin, hw.cores())), "hw-cpu", right)
         if budget.empty:
             st.caption("This run recorded no memory budget (tabular runs need none; language-model runs record "
                        "their estimate at start and their measured peak at the end).")
         else:
             left, right = st.columns([3, 2])
-            buffered.chart(charts.budget_against_measured(budget), "budget", left)
+            buffered.chart(charts.budget_against_measured(budget), "hw-budget", left)
             with right:
                 ui.table(hw.budget_table(budget), key=f"budget-{run_id}", name=f"{run_id}-budget")
             gpus = hw.gpu_by_rank(budget)
