@@ -2,6 +2,11 @@
 
 import streamlit as st
 
+# Drawn before the imports below: on the first visit after the dashboard starts they take seconds,
+# and the tab would be blank until then.
+st.set_page_config(page_title="Runs · agentrl", layout="wide")
+st.title("agentrl — runs")
+
 import ui
 from agentrl.analysis import runs as runs_view
 from agentrl.monitor import store_onset
@@ -9,7 +14,6 @@ from agentrl.store import curation, queries
 from ui.pickers import colors_of
 
 svc = ui.page("Runs")
-st.title("agentrl — runs")
 st.caption(
     "Train tool-using agents with group-relative RL, watch them live, compare an outcome-only "
     "scorer with a guarded one. Every record lives in DuckDB."

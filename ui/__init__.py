@@ -43,7 +43,7 @@ from agentrl.store.db import (
 from agentrl.store.ingest import BackgroundIngest, Ingestor, connect
 from agentrl.store.maintenance import Maintenance
 from agentrl.store.watch import CommitWatch
-from ui import guard
+from ui import guard, home_label
 from ui.text import plain
 
 guard.install()  # a plain `streamlit run app.py` is guarded from the first page view on
@@ -181,6 +181,7 @@ def page(title: str) -> Services | None:
     # stale element after half a second): panels drawn inside `steady()` never fade.
     st.html("<style>[class*='st-key-steady'] [data-stale='true'], [data-stale='true']:has([class*='st-key-steady'])"
             " { opacity: 1 !important; transition: none !important; }</style>")
+    home_label.install()  # "Runs", not "app", in the sidebar
     with st.sidebar:
         st.caption(f"Runs directory: {plain(svc.runs_dir)}")
         if not may_act():

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from agentrl import charts
+from agentrl import behaviour_charts
 from agentrl.scan.trajectory import Trajectory
 from agentrl.store import queries
 
@@ -90,4 +90,4 @@ def draw_hit_rates(con, run_ids: list[str], labels: dict[str, str], colors: dict
         if not quiet:
             (where or st).caption("No scanner has read these runs yet (agentrl scan RUN_ID --scanner PATH:NAME).")
         return
-    ui.chart(charts.scanner_hit_rates(pd.concat(frames, ignore_index=True), labels, colors), key, where)
+    ui.chart(behaviour_charts.scanner_hit_rates(pd.concat(frames, ignore_index=True), labels, colors), key, where)

@@ -59,7 +59,10 @@ def test_live_page_draws_the_runs_charts_and_more_panels_on_demand(trained_runs_
     # success beside violation, reward components; more on demand (the page draws two charts quickly)
     assert set(titles(at)) == {"Success and violation rate", "Mean reward components per step"}
     rates = figure(at, "Success and violation rate")
-    assert [(t["name"], t["color"]) for t in rates["data"]] == [("success", "#2e7d32"), ("violation", "#c62828")]
+    # Okabe-Ito's bluish green and vermillion, told apart by readers with a colour vision deficiency
+    assert [(t["name"], t["color"]) for t in rates["data"]] == [("success", "#009E73"), ("violation", "#D55E00")]
+    assert [t["line"]["dash"] for t in json.loads(next(c.proto.spec for c in at.get("plotly_chart")
+                                                       if "Success and violation" in c.proto.spec))["data"]] == ["solid", "dash"]
     assert "Step 30 of 30" in at.get("progress")[0].proto.text
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["vetoed rollouts"] == "25"  # the guarded run is the newest
@@ -77,6 +80,17 @@ def test_live_page_shows_the_run_named_in_the_url(trained_runs_dir):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["vetoed rollouts"] == "0"
     assert metrics["violation (last step)"] == "50%"
+
+
+def test_a_first_language_model_run_says_what_its_time_estimate_waits_for(trained_runs_dir):
+    """Issue 29, item 7: before its first step, a run of an engine never timed here does not say
+    "unknown": it says it is estimating, and what for."""
+    add_run(trained_runs_dir, "first-lm", "trl", steps=0, status="running")
+    at = app("pages/2_Live.py", run="first-lm").run()
+    no_errors(at)
+    eta = [c.value for c in at.caption if c.value.startswith("ETA")]
+    assert eta and eta[0].startswith("ETA: estimating… (it waits for the first step to finish")
+    assert not any("unknown" in c.value.lower() for c in at.caption)
 
 
 def test_live_page_says_when_the_url_names_no_run(trained_runs_dir):
