@@ -51,7 +51,7 @@ def comparison(picked: list[str]) -> None:
                         "signal stayed past its threshold (python -m agentrl watch RUN_ID prints the signals).")
         view = st.segmented_control("View", VIEWS, default="Rates", key="view", bind="query-params",
                                     help="One view at a time, so the page draws quickly; the URL keeps it.")
-        steps = ui.remembered("compare-steps", version, lambda: queries.steps_for_runs(con, picked))
+        steps = ui.remembered("compare-steps", version, lambda: queries.steps_for_runs(con, picked, max_points=MAX_POINTS))
         with ui.shown_errors(f"draw {view or 'the view'}"):
             DRAW.get(view, lambda *a: None)(con, picked, version, steps)
     if active and not any(live.is_active(p["status"]) for p in progress.values()):
@@ -158,7 +158,7 @@ def draw_metrics(con, picked, version, steps) -> None:
     name = st.selectbox("Metric", names, index=names.index(live.preferred_metrics(names, 1)[0]), key="metric",
                         bind="query-params")
     weight, log_y = smoothing_controls("metric")
-    series = downsample(queries.step_metric_for_runs(con, picked, name), by="run_id")
+    series = queries.step_metric_for_runs(con, picked, name, max_points=MAX_POINTS)  # thinned in SQL
     ui.chart(charts.metric_overlay(smooth(series, "value", weight, by="run_id"), name, labels, colors, log_y=log_y), "metric-chart")
 
 
