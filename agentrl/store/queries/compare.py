@@ -43,12 +43,11 @@ def action_probs_for_runs(con: Con, run_ids: list[str], state: str, max_steps: i
         ).df()
     return con.execute(
         """
-        WITH picked AS (SELECT run_id, step, action, prob FROM action_probs WHERE list_contains($runs, run_id) AND state = $state),
-        span AS (SELECT run_id, min(step) AS first, max(step) AS last,
-                        greatest(1, ceil((max(step) - min(step)) / $points))::BIGINT AS stride
-                 FROM picked GROUP BY run_id)
-        SELECT p.run_id, p.step, p.action, p.prob FROM picked p JOIN span s USING (run_id)
-        WHERE (p.step - s.first) % s.stride = 0 OR p.step = s.last
+        WITH span AS (SELECT run_id, min(step) AS first, max(step) AS last,
+                             greatest(1, ceil((max(step) - min(step)) / $points))::BIGINT AS stride
+                      FROM action_probs WHERE list_contains($runs, run_id) AND state = $state GROUP BY run_id)
+        SELECT p.run_id, p.step, p.action, p.prob FROM action_probs p JOIN span s USING (run_id)
+        WHERE p.state = $state AND ((p.step - s.first) % s.stride = 0 OR p.step = s.last)
         ORDER BY p.run_id, p.step, p.action
         """,
         {"runs": list(run_ids), "state": state, "points": _points(max_steps)},
@@ -98,12 +97,11 @@ def reward_components_for_runs(con: Con, run_ids: list[str], max_steps: int | No
     each run, its last included)."""
     return con.execute(
         """
-        WITH picked AS (SELECT run_id, step, component, total, n FROM step_components WHERE list_contains($runs, run_id)),
-        span AS (SELECT run_id, min(step) AS first, max(step) AS last,
-                        greatest(1, ceil((max(step) - min(step)) / $points))::BIGINT AS stride
-                 FROM picked GROUP BY run_id)
+        WITH span AS (SELECT run_id, min(step) AS first, max(step) AS last,
+                             greatest(1, ceil((max(step) - min(step)) / $points))::BIGINT AS stride
+                      FROM step_components WHERE list_contains($runs, run_id) GROUP BY run_id)
         SELECT p.run_id, p.step, p.component, sum(p.total) / nullif(sum(p.n), 0) AS value
-        FROM picked p JOIN span s USING (run_id)
+        FROM step_components p JOIN span s USING (run_id)
         WHERE (p.step - s.first) % s.stride = 0 OR p.step = s.last
         GROUP BY p.run_id, p.step, p.component ORDER BY p.run_id, p.step, p.component
         """,
