@@ -53,7 +53,7 @@ def comparison(picked: list[str]) -> None:
         view = st.segmented_control("View", VIEWS, default="Rates", key="view", bind="query-params",
                                     label_visibility="collapsed",
                                     help="One view at a time, so the page draws quickly; the URL keeps it.")
-        steps = ui.remembered("compare-steps", version, lambda: queries.steps_for_runs(con, picked))
+        steps = ui.remembered("compare-steps", version, lambda: queries.steps_for_runs(con, picked, max_points=MAX_POINTS))
         with ui.shown_errors(f"draw {view or 'the view'}"):
             DRAW.get(view, lambda *a: None)(con, picked, version, steps)
     if active and not any(live.is_active(p["status"]) for p in progress.values()):
@@ -161,7 +161,7 @@ def draw_metrics(con, picked, version, steps) -> None:
     name = st.selectbox("Metric", names, index=names.index(live.preferred_metrics(names, 1)[0]), key="metric",
                         bind="query-params")
     log_y = st.toggle("Log scale", key="log-metric", help="For counters and metrics that span orders of magnitude.")
-    series = downsample(queries.step_metric_for_runs(con, picked, name), by="run_id")
+    series = queries.step_metric_for_runs(con, picked, name, max_points=MAX_POINTS)  # thinned in SQL
     ui.chart(group_charts.full_hover_names(charts.metric_overlay(smooth(series, "value", controls.smoothing, by="run_id"), name,
                                                            labels, colors, log_y=log_y)), "metric-chart")
 

@@ -9,6 +9,7 @@ The functions live in one module per concept and are all importable from here
 - `runs`: the run list, one run's record, progress and totals, default picks;
 - `curves`: one run's per-step curves and evaluations (Live);
 - `compare`: several runs at once (Compare);
+- `thinning`: a per-step series thinned in SQL to the very rows the pages' `downsample` keeps (for `compare`);
 - `review`: trajectories, the gate's sample, reviews, fixtures, promotions (Review, gate, CLI);
 - `hardware`: memory and CPU samples and budgets (Hardware);
 - `annotations`: run colours, tags, notes and the archived flag (every page);

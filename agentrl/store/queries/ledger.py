@@ -117,6 +117,22 @@ BEHAVIOUR_SQL = """
 """
 
 
+def with_default_behaviours(chunk):
+    """`chunk` (an Arrow table of trajectories) with `BEHAVIOUR_SQL`'s behaviour filled in by Arrow
+    where it is plain (calls joined, none null, 1 to 500 characters) and none was given: the two
+    statements below then skip the SQL for those rows, which each would run on every row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "behaviour" not in chunk.column_names or "actions" not in chunk.column_names:
+        return chunk
+    joined = pc.binary_join(chunk.column("actions"), " > ")  # null where any call is null: left to the SQL
+    length = pc.utf8_length(joined)
+    plain = pc.if_else(pc.and_(pc.greater(length, 0), pc.less_equal(length, 500)), joined, pa.scalar(None, pa.string()))
+    index = chunk.schema.get_field_index("behaviour")
+    return chunk.set_column(index, chunk.schema.field(index), pc.coalesce(chunk.column("behaviour"), plain))
+
+
 def insert_trajectories(cur: Con, relation: str = "chunk_rows") -> None:
     """Insert the trajectories registered as `relation`, each without a behaviour given its
     tool calls' (`BEHAVIOUR_SQL`)."""
