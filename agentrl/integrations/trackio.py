@@ -164,7 +164,8 @@ def _json(value: Any) -> dict[str, Any] | None:
     try:
         if isinstance(value, (bytes, memoryview)):
             value = bytes(value).decode("utf-8")
-        parsed = json.loads(value)
+        # Python's json (Trackio's) writes NaN and Infinity, which no run file may hold: kept as null
+        parsed = json.loads(value, parse_constant=lambda name: None)
     except (TypeError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
     return parsed if isinstance(parsed, dict) else {}

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from apptest import app, figure, figures, no_errors, store, titles
-from conftest import add_run
+from conftest import _train, add_run  # at import: a later directory's conftest takes the name `conftest`
 
 from agentrl.record.rundir import RUNS_DIR_ENV
 
@@ -331,7 +331,6 @@ def test_a_full_disk_is_said_as_such_on_the_pages_and_they_recover_once_space_is
     import subprocess
 
     import duckdb
-    from conftest import _train
     from helpers import fill_disk, wait_for
 
     import ui
@@ -377,7 +376,6 @@ def test_a_full_disk_is_said_as_such_on_the_pages_and_they_recover_once_space_is
 def test_delete_is_bound_to_the_runs_selected_never_to_a_row_of_a_table_that_changed(trained_runs_dir):
     """Issue 22, finding 6: a run started meanwhile shifts the table; the tick must not carry over
     to whatever run now sits in the selected row. Delete removes the run selected, or nothing."""
-    from conftest import _train
     from helpers import wait_for
 
     from agentrl.store import queries
