@@ -22,8 +22,7 @@ from agentrl.monitor import Episode, RunMonitor
 from agentrl.record.rows import EvalRecord, EventRecord, StepRecord, TrajectoryRecord
 from agentrl.record.behaviour import default_behaviour
 from agentrl.record.run import Run
-from agentrl.scorers import FixtureRef, get_scorer_spec
-from agentrl.tasks.refund.scoring import get_scorer
+from agentrl.scorers import trajectory_scorer
 from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
 from agentrl.engines.tabular.training import RoundRecord, train
 
@@ -64,42 +63,18 @@ def record_ladder(run: Run, stage: str, policy: SoftmaxPolicy, eval_tasks: list[
     run.log_evals(eval_records(0, f"ladder:{stage}", evaluate(policy, eval_tasks, max_steps=max_steps)))
 
 
-def fixture_guard(scorer, fixtures, guarded: bool):
-    """`scorer` with the run's exploit fixtures applied (`agentrl.scorers.fixture_hit`, equal
-    behaviour): under `guarded` a repeat costs the refund task's violation penalty as its own
-    component and is vetoed; under `outcome` the score is unchanged (the repeat is still flagged
-    on the trajectory row, `trajectory_records`)."""
-    from agentrl.scorers import FIXTURE_PENALTY_COMPONENT, fixture_hit
-    from agentrl.tasks.refund.scoring import VIOLATION_PENALTY, Score
-
-    if not fixtures or not guarded:
-        return scorer
-
-    def scored(trajectory):
-        score = scorer(trajectory)
-        hit = fixture_hit(None, fixtures, default_behaviour(trajectory.actions), trajectory.states)
-        term = -VIOLATION_PENALTY if hit is not None else 0.0
-        return Score(reward=score.reward + term, eligible=score.eligible and hit is None,
-                     components={**score.components, FIXTURE_PENALTY_COMPONENT: term})
-
-    return scored
-
-
-def trajectory_records(record: RoundRecord, fixtures=()) -> list[TrajectoryRecord]:
+def trajectory_records(record: RoundRecord) -> list[TrajectoryRecord]:
     """A round's batch as trajectory rows: every turn's state, action, behaviour log-prob and
-    advantage; a repeat of one of `fixtures` is flagged as a violation, with its reason."""
-    from agentrl.scorers import fixture_hit, fixture_reason
-
-    hits = [fixture_hit(None, fixtures, default_behaviour(traj.actions), traj.states) for traj in record.batch]
+    advantage; one an extra vetoing rule flagged (a repeat of an exploit fixture: its score's
+    `flag_reason`, `agentrl.scorers.trajectory_scorer`) is a violation, with its reason."""
     return [
         TrajectoryRecord(
             step=record.step, traj_idx=i, task_id=traj.task.task_id, amount=traj.task.amount,
             states=traj.states, actions=traj.actions, behavior_logps=[t.behavior_logp for t in traj.transitions],
             advantages=[record.advantages[(i, t)] for t in range(traj.n_steps)], reward=score.reward,
-            components=score.components, success=traj.success, violation=traj.violation or hits[i] is not None,
+            components=score.components, success=traj.success, violation=traj.violation or score.flag_reason is not None,
             duplicate_effect=traj.duplicate_effect, eligible=score.eligible, vetoed=i in record.vetoed,
-            updated=i in record.updated,
-            verifier_reason=fixture_reason(hits[i].fixture_id) if hits[i] is not None else None,
+            updated=i in record.updated, verifier_reason=score.flag_reason,
         )
         for i, (traj, score) in enumerate(zip(record.batch, record.scores))
     ]
@@ -109,8 +84,7 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
     """Train `config` into `run_dir`; returns the final status."""
     with Run(run_dir, config.total_steps, config.step_delay, handle_signals=True) as run:
         tasks, eval_tasks, expert_tasks = _tasks(config.tasks), _tasks(config.eval_tasks), _tasks(config.expert_tasks)
-        fixtures = [FixtureRef.of(f) for f in config.fixtures or ()]
-        scorer = fixture_guard(get_scorer(config.scorer), fixtures, get_scorer_spec(config.scorer).guarded)
+        scorer = trajectory_scorer(config.scorer, config.fixtures or ())  # SPEC's refund scorer, the run's vetoes on top
         policy = clone_expert(expert_tasks, epochs=config.clone_epochs, lr=config.clone_lr)
         record_ladder(run, "cloned", policy, eval_tasks, config.max_steps)
         if config.dagger:
@@ -140,7 +114,7 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
 
         def on_round(record: RoundRecord) -> None:
             step = record.step
-            trajectories = trajectory_records(record, fixtures)
+            trajectories = trajectory_records(record)
             run.log_trajectories(trajectories)
             record_policy(step)
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:
