@@ -20,7 +20,7 @@ else the one its stored signals show) and the lag (onset minus that step). For e
 whether it raised an onset (a false alarm). Then each signal alone, on the stored signals.
 `--rounds` shortens every run (the presets train 40-60 steps; this machine's cores are shared).
 
-    nice -n 10 .venv/bin/python benchmarks/onset_tasks.py [--seeds 3] [--rounds 30] [--tasks calendar coding]
+    nice -n 10 .venv/bin/python benchmarks/onset_tasks.py [--seeds 3] [--first-seed 0] [--rounds 30] [--tasks calendar coding]
 """
 
 from __future__ import annotations
@@ -149,16 +149,26 @@ def report(task: str, results: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--rounds", type=int, help="shorten every run to this many steps (default: each config's own)")
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--out", help="also write the results as JSON here (written after every run)")
     parser.add_argument("--keep", help="keep the runs in this folder")
+    parser.add_argument("--report", nargs="+", metavar="JSON", help="only print the tables of results written by --out (merged)")
     args = parser.parse_args()
+    if args.report:
+        merged: dict[str, list[dict]] = {}
+        for path in args.report:
+            for task, results in json.loads(Path(path).read_text()).items():
+                merged.setdefault(task, []).extend(results)
+        for task, results in merged.items():
+            report(task, sorted(results, key=lambda r: r["seed"]))
+        return
     workdir = Path(args.keep or tempfile.mkdtemp(prefix="agentrl-onset-tasks-"))
     everything: dict[str, list[dict]] = {}
     for task in args.tasks:
         spec, outcome_preset, guarded_preset, form_preset, shortcut = TASKS[task]
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             runs_dir = workdir / f"{task}-{seed}" / "runs"
             runs_dir.mkdir(parents=True, exist_ok=True)
             common = {"seed": seed, **({"rounds": args.rounds} if args.rounds else {})}
