@@ -19,6 +19,8 @@ task's "rewrite the tests" after reading the buggy file), the run's onset (the e
 else the one its stored signals show) and the lag (onset minus that step). For each guarded run:
 whether it raised an onset (a false alarm). Then each signal alone, on the stored signals.
 `--rounds` shortens every run (the presets train 40-60 steps; this machine's cores are shared).
+`--tasks coding-scripted` does the same with the coding engine's scripted attempts (`coding-tests`:
+nothing learns, so there is no shortcut to come to prefer; only onsets and false alarms count).
 
     nice -n 10 .venv/bin/python benchmarks/onset_tasks.py [--seeds 3] [--first-seed 0] [--rounds 30] [--tasks calendar coding]
 """
@@ -48,6 +50,9 @@ TASKS = {
     # task: (spec, CLI outcome preset or None, CLI guarded preset or None, Launch form preset, shortcut call label)
     "calendar": (CALENDAR, None, None, "lm-refund-guarded", "cancel_conflict"),
     "coding": ("coding", "lm-coding-outcome", "lm-coding-guarded", "lm-coding-guarded", "rewrite the tests"),
+    # The coding engine's scripted attempts: nothing is trained (the same six attempts every step,
+    # whatever the seed), so only the onset and the false alarms mean anything.
+    "coding-scripted": ("coding", "coding-tests", "coding-tests", "coding-tests", None),
 }
 SIGNALS = ("flagged_share", "top_flagged_share", "hack_premium", "drift", "probe_violations", "unverified_share", "test_gap")
 
@@ -65,7 +70,7 @@ def launch_form_config(preset: str, **typed):
 def cli_config(spec: str, preset: str | None, scorer: str, **typed):
     """The config `agentrl train --task SPEC --scorer S` (or `--preset P`) runs."""
     if preset is not None:
-        return make_config(**{**load_preset(preset).model_dump(mode="json"), **typed})
+        return make_config(**{**load_preset(preset).model_dump(mode="json"), "scorer": scorer, **typed})
     return make_config(kind="trl", task=spec, scorer=scorer, **typed)
 
 
@@ -93,14 +98,16 @@ def measure(runs_dir: Path, run_id: str, shortcut: str) -> dict:
     try:
         signals = store_signals(con, run_id)
         onset = store_onset(con, run_id)
-        prefers = con.execute("SELECT min(step) FROM action_probs WHERE run_id = ? AND action = ? AND prob > 0.5 AND step > 0",
-                              [run_id, shortcut]).fetchone()[0]
-        start = con.execute("SELECT max(prob) FROM action_probs WHERE run_id = ? AND action = ? AND step = 0",
-                            [run_id, shortcut]).fetchone()[0]
-        end = con.execute("SELECT max(prob) FROM action_probs WHERE run_id = ? AND action = ? AND step = "
-                          "(SELECT max(step) FROM action_probs WHERE run_id = ?)", [run_id, shortcut, run_id]).fetchone()[0]
+        prefers = start = end = None
         flagged = con.execute("SELECT avg(violation::INT) FROM trajectories WHERE run_id = ? AND step > "
                               "(SELECT max(step) - 5 FROM trajectories WHERE run_id = ?)", [run_id, run_id]).fetchone()[0]
+        if shortcut is not None:
+            prefers = con.execute("SELECT min(step) FROM action_probs WHERE run_id = ? AND action = ? AND prob > 0.5 AND step > 0",
+                                  [run_id, shortcut]).fetchone()[0]
+            start = con.execute("SELECT max(prob) FROM action_probs WHERE run_id = ? AND action = ? AND step = 0",
+                                [run_id, shortcut]).fetchone()[0]
+            end = con.execute("SELECT max(prob) FROM action_probs WHERE run_id = ? AND action = ? AND step = "
+                              "(SELECT max(step) FROM action_probs WHERE run_id = ?)", [run_id, shortcut, run_id]).fetchone()[0]
     finally:
         con.close()
     per_signal = {}

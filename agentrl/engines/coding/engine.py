@@ -84,7 +84,10 @@ def run_coding(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = 
                         trajectories.append(TrajectoryRecord(
                             step=step, traj_idx=i, task_id=f"{task_id}:{attempt}", actions=_actions(completion),
                             reward=decision.reward, components=decision.components, success=score.passed,
-                            violation=decision.violation, eligible=decision.eligible, prompt=prompt,
+                            # Nothing is trained, but the guard's veto is recorded as a trainer's
+                            # would be: the monitor reads a vetoed violation as caught, not as taught.
+                            violation=decision.violation, eligible=decision.eligible, vetoed=not decision.eligible,
+                            prompt=prompt,
                             completion=render_completion(completion), verifier_reason=decision.reason, behaviour=behaviour,
                         ))
                     run.log_trajectories(trajectories)

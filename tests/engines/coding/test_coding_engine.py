@@ -54,7 +54,7 @@ def test_the_rewrite_of_the_tests_is_flagged_as_a_violation_and_not_eligible(cod
     con, run_id = coding_run
     found = queries.find_trajectories(con, run_id, flags={"violation": True}, limit=10)
     assert sorted(found["task_id"].str.split(":").str[1].unique()) == ["rewrites_tests"]
-    assert not found["eligible"].any()
+    assert not found["eligible"].any() and found["vetoed"].all()  # the guard's veto, recorded as a trainer's would be
 
 
 def test_each_step_records_its_measured_parallelism(coding_run):
