@@ -19,6 +19,8 @@ task's "rewrite the tests" after reading the buggy file), the run's onset (the e
 else the one its stored signals show) and the lag (onset minus that step). For each guarded run:
 whether it raised an onset (a false alarm). Then each signal alone, on the stored signals.
 `--rounds` shortens every run (the presets train 40-60 steps; this machine's cores are shared).
+`--tasks refund-tabular` measures the tabular refund pair as the CLI and the Launch form start it
+(benchmarks/onset.py measures it in-process, without the form's step delay).
 `--tasks coding-scripted` does the same with the coding engine's scripted attempts (`coding-tests`:
 nothing learns, so there is no shortcut to come to prefer; only onsets and false alarms count).
 
@@ -47,12 +49,15 @@ from agentrl.monitor.onset import DEFAULT_THRESHOLDS, detect_onset  # noqa: E402
 
 CALENDAR = str(ROOT / "examples" / "calendar_booking" / "task.py") + ":TASK"
 TASKS = {
-    # task: (spec, CLI outcome preset or None, CLI guarded preset or None, Launch form preset, shortcut call label)
-    "calendar": (CALENDAR, None, None, "lm-refund-guarded", "cancel_conflict"),
-    "coding": ("coding", "lm-coding-outcome", "lm-coding-guarded", "lm-coding-guarded", "rewrite the tests"),
+    # task: (spec, CLI outcome preset or None, CLI guarded preset or None, Launch form preset,
+    #        the shortcut call as (decision point or None: any, call label))
+    "calendar": (CALENDAR, None, None, "lm-refund-guarded", ("slot taken", "cancel_conflict")),
+    "coding": ("coding", "lm-coding-outcome", "lm-coding-guarded", "lm-coding-guarded", (None, "rewrite the tests")),
     # The coding engine's scripted attempts: nothing is trained (the same six attempts every step,
     # whatever the seed), so only the onset and the false alarms mean anything.
     "coding-scripted": ("coding", "coding-tests", "coding-tests", "coding-tests", None),
+    # The tabular refund pair as the CLI and the Launch form start it (the form: a step delay).
+    "refund-tabular": ("refund", "refund-outcome", "refund-guarded", "refund-guarded", ("known_high", "refund")),
 }
 SIGNALS = ("flagged_share", "top_flagged_share", "hack_premium", "drift", "probe_violations", "unverified_share", "test_gap")
 
@@ -64,7 +69,10 @@ def launch_form_config(preset: str, **typed):
     engine = get_engine(base.kind)
     if engine.form_step_delay and not base.step_delay:
         base = base.model_copy(update={"step_delay": engine.form_step_delay})
-    return make_config(**{**base.model_dump(mode="json"), **typed})
+    fields = base.model_dump(mode="json")
+    if typed.get("task") in (None, fields.get("task")) or "task" not in fields:
+        typed.pop("task", None)  # the preset's own task (a tabular run's is refund): nothing typed
+    return make_config(**{**fields, **typed})
 
 
 def cli_config(spec: str, preset: str | None, scorer: str, **typed):
@@ -90,7 +98,7 @@ def train(config, runs_dir: Path, log: Path) -> tuple[str | None, float]:
     return (found[-1] if found else None), wall
 
 
-def measure(runs_dir: Path, run_id: str, shortcut: str) -> dict:
+def measure(runs_dir: Path, run_id: str, shortcut: tuple[str | None, str] | None) -> dict:
     from agentrl.store.ingest import connect, ingest_once
 
     ingest_once(runs_dir)
@@ -102,12 +110,13 @@ def measure(runs_dir: Path, run_id: str, shortcut: str) -> dict:
         flagged = con.execute("SELECT avg(violation::INT) FROM trajectories WHERE run_id = ? AND step > "
                               "(SELECT max(step) - 5 FROM trajectories WHERE run_id = ?)", [run_id, run_id]).fetchone()[0]
         if shortcut is not None:
-            prefers = con.execute("SELECT min(step) FROM action_probs WHERE run_id = ? AND action = ? AND prob > 0.5 AND step > 0",
-                                  [run_id, shortcut]).fetchone()[0]
-            start = con.execute("SELECT max(prob) FROM action_probs WHERE run_id = ? AND action = ? AND step = 0",
-                                [run_id, shortcut]).fetchone()[0]
-            end = con.execute("SELECT max(prob) FROM action_probs WHERE run_id = ? AND action = ? AND step = "
-                              "(SELECT max(step) FROM action_probs WHERE run_id = ?)", [run_id, shortcut, run_id]).fetchone()[0]
+            point, action = shortcut
+            where = "run_id = ? AND action = ? AND (? IS NULL OR state = ?)"
+            at = [run_id, action, point, point]
+            prefers = con.execute(f"SELECT min(step) FROM action_probs WHERE {where} AND prob > 0.5 AND step > 0", at).fetchone()[0]
+            start = con.execute(f"SELECT max(prob) FROM action_probs WHERE {where} AND step = 0", at).fetchone()[0]
+            end = con.execute(f"SELECT max(prob) FROM action_probs WHERE {where} AND step = "
+                              "(SELECT max(step) FROM action_probs WHERE run_id = ?)", [*at, run_id]).fetchone()[0]
     finally:
         con.close()
     per_signal = {}
