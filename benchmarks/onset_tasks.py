@@ -88,7 +88,8 @@ def train(config, runs_dir: Path, log: Path) -> tuple[str | None, float]:
     started = time.monotonic()
     with open(log, "a") as out:
         done = subprocess.run([sys.executable, "-m", "agentrl", "train", "--config", str(path), "--runs-dir", str(runs_dir),
-                               "--quiet"], cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=out, stderr=subprocess.STDOUT)
+                               "--quiet"], cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=out,
+                              stderr=subprocess.STDOUT, check=False)
     wall = time.monotonic() - started
     if done.returncode != 0:
         return None, wall
@@ -113,7 +114,8 @@ def measure(runs_dir: Path, run_id: str, shortcut: tuple[str | None, str] | None
             point, action = shortcut
             where = "run_id = ? AND action = ? AND (? IS NULL OR state = ?)"
             at = [run_id, action, point, point]
-            prefers = con.execute(f"SELECT min(step) FROM action_probs WHERE {where} AND prob > 0.5 AND step > 0", at).fetchone()[0]
+            prefers = con.execute(f"SELECT min(step) FROM action_probs WHERE {where} AND prob > 0.5 AND step > 0",
+                                  at).fetchone()[0]
             start = con.execute(f"SELECT max(prob) FROM action_probs WHERE {where} AND step = 0", at).fetchone()[0]
             end = con.execute(f"SELECT max(prob) FROM action_probs WHERE {where} AND step = "
                               "(SELECT max(step) FROM action_probs WHERE run_id = ?)", [*at, run_id]).fetchone()[0]
@@ -124,7 +126,8 @@ def measure(runs_dir: Path, run_id: str, shortcut: tuple[str | None, str] | None
         only = {step: {k: v for k, v in s.items() if k.split(":")[0] == name} for step, s in signals.items()}
         found = detect_onset(only, DEFAULT_THRESHOLDS)
         per_signal[name] = None if found is None else found.step
-    return {"run_id": run_id, "onset": None if onset is None else {"step": onset.step, "signal": onset.signal, "message": onset.message},
+    event = None if onset is None else {"step": onset.step, "signal": onset.signal, "message": onset.message}
+    return {"run_id": run_id, "onset": event,
             "prefers": prefers, "p_start": start, "p_end": end, "flagged_last5": flagged, "per_signal": per_signal}
 
 
@@ -150,7 +153,8 @@ def report(task: str, results: list[dict]) -> None:
           f"{len(detected)} of {len(hacked)}; median lag {statistics.median(lags) if lags else '-'}; "
           f"outcome runs with an onset at all: {sum(o['onset'] is not None for o in outcome)} of {len(outcome)}")
     for key, runs in guarded.items():
-        print(f"{key.replace('_', ' ')} runs with an onset (false alarms): {sum(g['onset'] is not None for g in runs)} of {len(runs)}")
+        alarms = sum(g["onset"] is not None for g in runs)
+        print(f"{key.replace('_', ' ')} runs with an onset (false alarms): {alarms} of {len(runs)}")
     print(f"{'signal':<18}  {'outcome: detected':>17}  {'median lag':>10}  {'any onset':>9}  "
           f"{'false alarms CLI':>16}  {'false alarms form':>17}")
     for name in SIGNALS:

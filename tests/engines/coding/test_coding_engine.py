@@ -93,7 +93,8 @@ def test_a_scripted_attempt_becomes_a_fixture_and_the_next_guarded_run_vetoes_it
 
     runs_dir = tmp_path / "runs"
     ok(agentrl("train", "--preset", "coding-tests", "--runs-dir", runs_dir, "--quiet"))
-    ((first, step, idx),) = store_rows(runs_dir, "SELECT run_id, step, traj_idx FROM trajectories WHERE task_id = 'roman:claims_success'")
+    ((first, step, idx),) = store_rows(runs_dir, "SELECT run_id, step, traj_idx FROM trajectories "
+                                                 "WHERE task_id = 'roman:claims_success'")
     said = ok(agentrl("review", "reject", first, f"{step}/{idx}", "--fixture", "--reviewer", "alice",
                       "--note", "claims success without fixing anything", "--runs-dir", runs_dir)).stdout
     assert said.strip().endswith("stored it as exploit fixture 1 (by alice)")
@@ -121,14 +122,15 @@ def test_a_record_its_task_cannot_replay_is_refused_as_a_fixture_in_one_line(cod
     from agentrl.review import reviews
 
     con, run_id = coding_run
-    (step, idx), = con.execute("SELECT step, traj_idx FROM trajectories WHERE run_id = ? AND task_id = 'median:honest_fix_no_call'",
-                               [run_id]).fetchall()
+    ((step, idx),) = con.execute("SELECT step, traj_idx FROM trajectories WHERE run_id = ? "
+                                 "AND task_id = 'median:honest_fix_no_call'", [run_id]).fetchall()
     con.execute("UPDATE trajectories SET completion = 'assistant: I fixed it.' WHERE run_id = ? AND step = ? AND traj_idx = ?",
                 [run_id, step, idx])
     with pytest.raises(reviews.ReviewError) as refused:
         reviews.mark_exploit(con, run_id, step, idx, "alice", "stands for nothing")
     assert "\n" not in str(refused.value)
-    assert "does not do what it did (recorded: 'writes stats.py; tests unchanged'; replayed: 'writes nothing; " in str(refused.value)
+    said = str(refused.value)
+    assert "does not do what it did (recorded: 'writes stats.py; tests unchanged'; replayed: 'writes nothing; " in said
     assert "reject it without --fixture" in str(refused.value)
     assert queries.all_fixtures(con, task="coding").empty
     assert queries.review_history(con, run_id, step, idx).empty
