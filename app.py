@@ -2,6 +2,11 @@
 
 import streamlit as st
 
+# Drawn before the imports below: on the first visit after the dashboard starts they take seconds,
+# and the tab would be blank until then.
+st.set_page_config(page_title="Runs · agentrl", layout="wide")
+st.title("agentrl — runs")
+
 import ui
 from agentrl.analysis import runs as runs_view
 from agentrl.monitor import store_onset
@@ -9,7 +14,6 @@ from agentrl.store import curation, queries
 from ui.pickers import colors_of
 
 svc = ui.page("Runs")
-st.title("agentrl — runs")
 st.caption(
     "Train tool-using agents with group-relative RL, watch them live, compare an outcome-only "
     "scorer with a guarded one. Every record lives in DuckDB."
@@ -39,13 +43,14 @@ def runs_overview() -> None:
         statuses = f2.multiselect("Status", sorted(runs["status"].unique()), key="status", bind="query-params")
         kinds = f3.multiselect("Engine", sorted(runs["kind"].unique()), key="kind", bind="query-params")
         tags = f4.multiselect("Tags", runs_view.all_tags(runs), key="tag", bind="query-params")
-        archived = f5.toggle("Show archived", key="archived", help="Archived runs are hidden from every run picker.")
+        archived = f5.toggle("Show archived", key="archived", bind="query-params",
+                             help="Archived runs are hidden from every run picker.")
         shown = runs_view.filter_runs(runs, text, statuses, kinds, tags, archived)
         colors = colors_of(shown)
         # Each run's onset, worked out again only when the run has new steps.
         onsets = {r.run_id: ui.remembered(f"onset-{r.run_id}", (r.steps_done, r.status),
                                           lambda r=r: store_onset(ui.cursor(), r.run_id)) for r in shown.itertuples()}
-        table = runs_view.runs_table(shown, onsets)
+        table = runs_view.runs_table(shown, onsets, queries.config_texts(ui.cursor(), shown["run_id"].tolist()))
         styled = table.style.apply(lambda column: [f"color: {colors[r]}" for r in table["run_id"]], subset=["run"])
         ids = table["run_id"].tolist()
         event = st.dataframe(
@@ -61,7 +66,9 @@ def runs_overview() -> None:
                 "live": st.column_config.LinkColumn("live", display_text="Live", width=50),
                 "review": st.column_config.LinkColumn("review", display_text="Review", width=60),
                 "hardware": st.column_config.LinkColumn("hardware", display_text="Hardware"),
-                "created_at": st.column_config.DatetimeColumn("created (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+                "created_at": st.column_config.DatetimeColumn("created (UTC)", format="YYYY-MM-DD HH:mm"),
+                "run_id": st.column_config.TextColumn("run id"),
+                "learning rate": st.column_config.NumberColumn(format="%g"),
             },
         )
     st.caption(f"{len(shown)} of {len(runs)} runs shown. Select rows to compare, tag, archive or delete them.")

@@ -4,36 +4,40 @@ Query -> analysis -> **chart** -> page. The only module that imports plotly; pag
 figures themselves. Every trace is SVG (`go.Scatter`/`go.Bar`, never WebGL: WebGL charts came out
 blank in headless browsers here). Conventions every chart keeps:
 
+- success and violation in Okabe-Ito's bluish green and vermillion, violation dashed (`OUTCOME_STYLE`);
 - a run has one colour everywhere (`run_color`, from the index the store assigned it), and a
   reward component one colour in every run (`component_color`);
 - hovering names every series at that step (`hovermode="x unified"`);
 - legends sit to the right of the plot, so they never cover an axis title; charts of several
   runs have no legend of their own (the page draws one run legend for all of them);
 - a column `<name>_raw` beside a smoothed `<name>` is drawn faint under the smoothed line;
-- step axes tick at whole steps.
+- step axes tick at whole steps (or x is the run's elapsed time); memory is in GB everywhere;
+- each quantity has its own y axis (engine metrics are small multiples on one shared x axis).
 """
 
 from __future__ import annotations
 
 import numbers
-
 import zlib
 
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
-SUCCESS = "#2e7d32"
-VIOLATION = "#c62828"
-NEUTRAL = "#455a64"
-# Run colours: distinct from each other and from the success green and violation red above.
-RUN_PALETTE = ["#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#9e9d24", "#ad1457", "#4e342e", "#5c6bc0",
-               "#f9a825", "#37474f"]
-PALETTE = RUN_PALETTE
+# Okabe & Ito (2008): colours that readers with a common colour vision deficiency still tell apart.
+OKABE_ITO = {"black": "#000000", "orange": "#E69F00", "sky_blue": "#56B4E9", "bluish_green": "#009E73",
+             "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "reddish_purple": "#CC79A7"}
+SUCCESS = OKABE_ITO["bluish_green"]
+VIOLATION = OKABE_ITO["vermillion"]
+NEUTRAL = "#607d8b"  # a mid grey-blue: readable on the light and the dark theme
+OUTCOME_STYLE = {"success": {"color": SUCCESS, "dash": "solid"}, "violation": {"color": VIOLATION, "dash": "dash"}}
+# Line style is a second cue beside colour. Run colours: the rest of Okabe-Ito first, then more.
+RUN_PALETTE = [OKABE_ITO["blue"], OKABE_ITO["orange"], OKABE_ITO["reddish_purple"], OKABE_ITO["sky_blue"],
+               "#8c6d31", OKABE_ITO["yellow"], "#6a3d9a", "#999999", "#1b7837", "#b15928"]
 # Reward components keep their colour in every run and on every page.
-COMPONENT_COLORS = {"outcome": "#1565c0", "step_cost": "#757575", "violation_penalty": VIOLATION,
-                    "duplicate_penalty": "#ef6c00", "format": "#6a1b9a", "schema": "#00838f", "tests": SUCCESS,
-                    "step_budget": "#9e9d24"}
+COMPONENT_COLORS = {"outcome": OKABE_ITO["blue"], "step_cost": "#999999", "violation_penalty": VIOLATION,
+                    "duplicate_penalty": OKABE_ITO["orange"], "format": OKABE_ITO["reddish_purple"],
+                    "schema": OKABE_ITO["sky_blue"], "tests": SUCCESS, "step_budget": "#8c6d31"}
 ACTION_ORDER = ("finish", "lookup", "request_approval", "refund")
 DASHES = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
 
@@ -86,6 +90,13 @@ def _layout(fig: go.Figure, title: str, y_title: str = "", x_title: str = "step"
     return fig
 
 
+X_AXES = {"step": "step", "elapsed_s": "time since the run started (s)"}  # a per-step chart's x choices
+
+
+def x_title_of(x: str) -> str:
+    return X_AXES[x]
+
+
 MARKER_POINTS = 40  # a marker is an SVG node each: only short series get them
 
 
@@ -106,46 +117,49 @@ def _raw_under(fig: go.Figure, part: pd.DataFrame, column: str, x: str, color: s
                             hoverinfo="skip"))
 
 
-def rates_curve(steps: pd.DataFrame) -> go.Figure:
+def rates_curve(steps: pd.DataFrame, x: str = "step") -> go.Figure:
     """Success and violation rate (0..1) per step on one chart: a run can keep full success
-    while its violations climb, and the two lines side by side show it."""
+    while its violations climb, and the two lines side by side show it (violation dashed)."""
     fig = go.Figure()
     if not steps.empty:
-        for column, name, color in (("success_rate", "success", SUCCESS), ("violation_rate", "violation", VIOLATION)):
-            _raw_under(fig, steps, column, "step", color, name)
-            fig.add_trace(_line(steps["step"], steps[column], name, color, markers=_few(steps)))
+        for column, name in (("success_rate", "success"), ("violation_rate", "violation")):
+            style = OUTCOME_STYLE[name]
+            _raw_under(fig, steps, column, x, style["color"], name)
+            fig.add_trace(_line(steps[x], steps[column], name, style["color"], dash=style["dash"], markers=_few(steps)))
     fig.update_yaxes(range=[-0.02, 1.05], tickformat=".0%")
-    return _layout(fig, "Success and violation rate", "rate of sampled rollouts")
+    return _layout(fig, "Success and violation rate", "rate of sampled rollouts", x_title=x_title_of(x))
 
 
-def veto_counts(steps: pd.DataFrame) -> go.Figure:
+def veto_counts(steps: pd.DataFrame, x: str = "step") -> go.Figure:
     """Vetoed rollouts per step, and the audit counter (vetoed trajectories that got an update)."""
     fig = go.Figure()
     if not steps.empty:
-        fig.add_trace(go.Bar(x=steps["step"], y=steps["vetoed"], name="vetoed rollouts", marker_color=VIOLATION))
-        fig.add_trace(go.Bar(x=steps["step"], y=steps["vetoed_updates"], name="vetoed updates (must be 0)",
-                             marker_color="#000000"))
+        fig.add_trace(go.Bar(x=steps[x], y=steps["vetoed"], name="vetoed rollouts", marker_color=VIOLATION))
+        fig.add_trace(go.Bar(x=steps[x], y=steps["vetoed_updates"], name="vetoed updates (must be 0)",
+                             marker_color=NEUTRAL))
     fig.update_layout(barmode="group")
     fig.update_yaxes(rangemode="tozero")
-    return _layout(fig, "Vetoes per step", "trajectories")
+    return _layout(fig, "Vetoes per step", "trajectories", x_title=x_title_of(x))
 
 
-def update_counts(steps: pd.DataFrame, clipped: bool = True) -> go.Figure:
+def update_counts(steps: pd.DataFrame, clipped: bool = True, x: str = "step") -> go.Figure:
     """Applied updates per step, and clipped (skipped) transitions when the run clipped any."""
     fig = go.Figure()
     if not steps.empty:
-        fig.add_trace(_line(steps["step"], steps["updates"], "updates", RUN_PALETTE[0], markers=_few(steps)))
+        fig.add_trace(_line(steps[x], steps["updates"], "updates", RUN_PALETTE[0], markers=_few(steps)))
         if clipped:
-            fig.add_trace(_line(steps["step"], steps["clipped"], "clipped", RUN_PALETTE[1], markers=_few(steps)))
-    return _layout(fig, "Updates and clipped transitions per step" if clipped else "Updates per step", "transitions")
+            fig.add_trace(_line(steps[x], steps["clipped"], "clipped", RUN_PALETTE[1], dash="dot", markers=_few(steps)))
+    return _layout(fig, "Updates and clipped transitions per step" if clipped else "Updates per step", "transitions",
+                   x_title=x_title_of(x))
 
 
-def reward_components(components: pd.DataFrame) -> go.Figure:
-    """Mean of each reward component per step (long form: step, component, value)."""
+def reward_components(components: pd.DataFrame, x: str = "step") -> go.Figure:
+    """Mean of each reward component per step of one run (long form: step[, elapsed_s], component,
+    value): colour = component, the same colour as on Compare."""
     fig = go.Figure()
     for name, part in components.groupby("component", sort=True):
-        fig.add_trace(_line(part["step"], part["value"], str(name), component_color(str(name))))
-    return _layout(fig, "Mean reward components per step", "mean value")
+        fig.add_trace(_line(part[x], part["value"], str(name), component_color(str(name))))
+    return _layout(fig, "Mean reward components per step", "mean value", x_title=x_title_of(x))
 
 
 def _ordered(actions: pd.Series) -> list[str]:
@@ -181,18 +195,24 @@ def _at_least_a_minute(fig: go.Figure, hardware: pd.DataFrame) -> None:
         fig.update_xaxes(range=[middle - half, middle + half])
 
 
+GB = 1e9  # memory is drawn in GB everywhere, as the budget is stated
+
+
 def memory_usage(hardware: pd.DataFrame, budget_bytes: float | None = None) -> go.Figure:
-    """Resident memory of the run's process tree over time, against a budget when one is known."""
+    """Resident memory of the run's process tree over time, against a budget when one is known
+    (both in GB, as the budget chart beside it)."""
     fig = go.Figure()
     if not hardware.empty:
-        fig.add_trace(_line(hardware["ts"], hardware["rss_bytes"] / 2**20, "process-tree RSS", NEUTRAL,
+        fig.add_trace(_line(hardware["ts"], hardware["rss_bytes"] / GB, "process-tree RSS", NEUTRAL,
                             markers=_few(hardware)))
         if hardware["gpu_allocated_bytes"].notna().any():
-            fig.add_trace(_line(hardware["ts"], hardware["gpu_allocated_bytes"] / 2**20, "GPU allocated", RUN_PALETTE[2]))
+            fig.add_trace(_line(hardware["ts"], hardware["gpu_allocated_bytes"] / GB, "GPU allocated", RUN_PALETTE[2],
+                                dash="dot"))
     if budget_bytes:
-        fig.add_hline(y=budget_bytes / 2**20, line_dash="dash", line_color=VIOLATION, annotation_text="budget estimate")
+        fig.add_hline(y=budget_bytes / GB, line_dash="dash", line_color=VIOLATION, annotation_text="budget estimate")
+    fig.update_yaxes(rangemode="tozero")
     _at_least_a_minute(fig, hardware)
-    return _layout(fig, "Memory", "MiB", x_title="time (UTC)")
+    return _layout(fig, "Memory", "GB", x_title="time (UTC)")
 
 
 # --- Several runs on one figure: colour = run (the page draws the run legend). ----------------
@@ -299,21 +319,22 @@ def clipped_by_epoch_bars(clipped: pd.DataFrame, labels: dict[str, str], colors:
 
 
 def components_overlay(components: pd.DataFrame, labels: dict[str, str], colors: dict[str, str] | None = None) -> go.Figure:
-    """Mean reward components per step for several runs: colour = run, dash = component. The
-    legend names the components (the runs are named by the page's run legend)."""
-    fig = go.Figure()
-    colors = colors or run_colors(list(labels))
-    names = sorted(components["component"].unique()) if not components.empty else []
-    dash_of = {name: DASHES[j % len(DASHES)] for j, name in enumerate(names)}
-    for name in names:  # legend entries: one per component, in its dash
-        fig.add_trace(_line([None], [None], name, NEUTRAL, dash=dash_of[name], legendgroup=name, hoverinfo="skip"))
+    """Mean reward components per step for several runs: colour = component (as on Live), dash =
+    run, in the order of `labels`. The legend names the components in their colour and the runs in
+    their dash (`colors` is accepted for the callers' sake: a run is told by its dash here)."""
+    fig, names = go.Figure(), sorted(components["component"].unique()) if not components.empty else []
+    dash_of = {run_id: DASHES[j % len(DASHES)] for j, run_id in enumerate(labels)}
+    for name in names:  # legend entries: one per component, in its colour
+        fig.add_trace(_line([None], [None], name, component_color(name), legendgroup=name, hoverinfo="skip"))
+    for run_id in labels:  # and one per run, in its dash
+        fig.add_trace(_line([None], [None], labels[run_id], NEUTRAL, dash=dash_of[run_id], hoverinfo="skip"))
     for run_id in labels:
         part = components[components["run_id"] == run_id]
         for name in names:
             series = part[part["component"] == name]
             if not series.empty:
-                fig.add_trace(_line(series["step"], series["value"], f"{labels[run_id]}: {name}", colors[run_id],
-                                    dash=dash_of[name], legendgroup=name, showlegend=False))
+                fig.add_trace(_line(series["step"], series["value"], f"{labels[run_id]}: {name}", component_color(name),
+                                    dash=dash_of[run_id], legendgroup=name, showlegend=False))
     return _layout(fig, "Mean reward components per step", "mean value", height=380)
 
 
@@ -377,84 +398,49 @@ def budget_against_measured(budget: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Memory budget: estimate against measured", "GB", x_title="")
 
 
-def metric_curves(series: pd.DataFrame, title: str = "Engine metrics per step", log_y: bool = False) -> go.Figure:
-    """Several per-step metrics (long form: step, name, value[, value_raw]), one line each."""
-    fig = go.Figure()
-    for name, part in series.groupby("name", sort=True):
-        color = component_color(str(name))  # a metric keeps its colour whatever else is picked
-        _raw_under(fig, part, "value", "step", color, str(name))
-        fig.add_trace(_line(part["step"], part["value"], str(name), color))
-    return _layout(fig, title, "value", log_y=log_y)
+SMALL_MULTIPLE_HEIGHT = 170  # px per engine metric: each on its own y axis
 
 
-def mark_onset(fig: go.Figure, step: int | None, label: str = "hacking onset") -> go.Figure:
+def metric_curves(series: pd.DataFrame, title: str = "Engine metrics per step", log_y: bool = False,
+                  x: str = "step") -> go.Figure:
+    """Several per-step metrics (long form: step, name, value[, value_raw]) as small multiples: one
+    row and one y axis each (entropy near 0 is not flattened by a loss near 10), all rows on one
+    shared x axis, so zooming one zooms all and hovering names every metric at that step."""
+    from plotly.subplots import make_subplots
+
+    names = sorted(series["name"].astype(str).unique()) if not series.empty else []
+    rows = max(len(names), 1)
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=names or None)
+    for row, name in enumerate(names, start=1):
+        part = series[series["name"].astype(str) == name]
+        color = component_color(name)  # a metric keeps its colour whatever else is picked
+        if "value_raw" in part and not part["value_raw"].equals(part["value"]):
+            fig.add_trace(_line(part[x], part["value_raw"], f"{name} (raw)", color, width=1, opacity=0.3,
+                                showlegend=False, hoverinfo="skip"), row=row, col=1)
+        fig.add_trace(_line(part[x], part["value"], name, color, showlegend=False), row=row, col=1)
+    fig = _layout(fig, title, "", x_title="", height=60 + SMALL_MULTIPLE_HEIGHT * rows, log_y=log_y)
+    fig.update_xaxes(title_text=x_title_of(x), row=rows, col=1)
+    fig.update_layout(hoversubplots="axis", hovermode="x unified", margin={"t": 60})
+    if x == "step":
+        _whole_steps(fig)
+    return fig
+
+
+def mark_onset(fig: go.Figure, step: int | None, label: str = "hacking onset", at_x: float | None = None) -> go.Figure:
     """A dashed vertical line at the onset step on a chart whose x axis is the step (the chart is
     left as it was when there is no onset). The line is a layout shape: it is drawn whatever the
     chart's traces, and its name tells a reader (and a browser test) what it marks."""
     if step is None:
         return fig
+    where = step if at_x is None else at_x  # the onset step's place on an axis of elapsed time
     # The label goes on the side with more of the run: plotly widens the x axis to fit a label, and
     # a label left of an early onset pushed the axis to negative steps.
     xs = [float(x) for trace in fig.data if getattr(trace, "x", None) is not None
           for x in trace.x if isinstance(x, numbers.Real)]
-    middle = (min(xs) + max(xs)) / 2 if xs else step
-    fig.add_vline(x=step, line_dash="dash", line_color=VIOLATION, line_width=1.5, name="onset",
+    middle = (min(xs) + max(xs)) / 2 if xs else where
+    fig.add_vline(x=where, line_dash="dash", line_color=VIOLATION, line_width=1.5, name="onset",
                   annotation_text=f"{label} (step {step})",
-                  annotation_position="top right" if step <= middle else "top left",
+                  annotation_position="top right" if where <= middle else "top left",
                   annotation_font_color=VIOLATION, annotation_font_size=11,
                   annotation_bgcolor="rgba(255,255,255,0.85)")  # readable over a curve at the top
     return fig
-
-
-# Behaviours keep one colour on every page and in every run: a hash of the behaviour's text into a
-# palette of their own (plotly's Dark24 and Light24: 48 colours, so two behaviours of one chart
-# rarely share one; the refund task's common behaviours all differ).
-BEHAVIOUR_PALETTE = ["#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100", "#750D86", "#EB663B",
-                     "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE", "#862A16", "#A777F1",
-                     "#620042", "#1616A7", "#DA60CA", "#6C4516", "#0D2A63", "#AF0038", "#FD3216", "#00FE35", "#6A76FC",
-                     "#FED4C4", "#FE00CE", "#0DF9FF", "#F6F926", "#FF9616", "#479B55", "#EEA6FB", "#DC587D", "#D626FF",
-                     "#6E899C", "#00B5F7", "#B68E00", "#C9FBE5", "#FF0092", "#22FFA7", "#E3EE9E", "#86CE00", "#BC7196",
-                     "#7E7DCD", "#FC6955", "#E48F72"]
-OTHER_BEHAVIOURS = "(other)"
-
-
-def behaviour_color(behaviour: str) -> str:
-    if behaviour == OTHER_BEHAVIOURS:
-        return "#e0e0e0"
-    return BEHAVIOUR_PALETTE[zlib.crc32(behaviour.encode()) % len(BEHAVIOUR_PALETTE)]
-
-
-def behaviour_shares(shares: pd.DataFrame, title: str = "Behaviours: share of each step's trajectories",
-                     unverified: frozenset[str] | set[str] = frozenset(), title_color: str | None = None) -> go.Figure:
-    """Stacked areas: each behaviour's share of a step's trajectories (columns: step, behaviour,
-    share), most common at the bottom; an unverified behaviour's name is marked "⚠"."""
-    fig = go.Figure()
-    if not shares.empty:
-        order = shares.groupby("behaviour")["share"].sum().sort_values(ascending=False).index.tolist()
-        if OTHER_BEHAVIOURS in order:  # the lumped rest sits on top
-            order.remove(OTHER_BEHAVIOURS)
-            order.append(OTHER_BEHAVIOURS)
-        for behaviour in order:
-            part = shares[shares["behaviour"] == behaviour].sort_values("step")
-            name = ("⚠ " if behaviour in unverified else "") + (behaviour if len(behaviour) <= 60 else behaviour[:59] + "…")
-            fig.add_trace(go.Scatter(x=part["step"], y=part["share"], name=name, mode="lines", stackgroup="one",
-                                     line={"width": 0.5, "color": behaviour_color(behaviour)},
-                                     fillcolor=behaviour_color(behaviour), hovertemplate="%{y:.0%}"))
-    fig.update_yaxes(range=[0, 1.0], tickformat=".0%")
-    fig = _layout(fig, title, "share of trajectories", height=360)
-    if title_color:
-        fig.update_layout(title={"font": {"size": 15, "color": title_color}})
-    return fig
-
-
-def divergence_bars(found: pd.DataFrame, title: str) -> go.Figure:
-    """The found divergent states, largest weighted divergence first (columns: state, js, weight)."""
-    fig = go.Figure()
-    if not found.empty:
-        part = found.head(10).iloc[::-1]
-        names = [s if len(s) <= 50 else "…" + s[-49:] for s in part["state"]]
-        fig.add_trace(go.Bar(y=names, x=part["js"] * part["weight"], orientation="h", marker_color=NEUTRAL,
-                             name="weighted divergence", customdata=part[["js", "weight"]].to_numpy(),
-                             hovertemplate="JS %{customdata[0]:.3f} bits × weight %{customdata[1]:.2f}<extra></extra>"))
-    fig.update_layout(hovermode="closest")
-    return _layout(fig, title, "state", x_title="JS (bits) × weight", height=320)

@@ -15,10 +15,14 @@ Ray's copy of the output is copied into stdout.log, and the cancel's last resort
 Each run is followed the way it was launched, whatever backend this launcher starts new runs with.
 A head's copy of a run published from another machine (`agentrl.record.published`) is not
 followed here: its own machine records its end, and a cancel writes the stop file beside its chunks.
+Unless this launcher submitted it as a Ray job to a node that shares nothing with it but a chunks
+URL in an object store: then the run's folder here is such a copy from the start, the status it
+publishes is read from the URL, and Ray's job status decides the end the run could not record.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -31,9 +35,28 @@ from pathlib import Path
 import psutil
 
 from agentrl.config import RunConfig
+from agentrl.launch_configs import MAX_SEEDS, new_launch_group, pair_configs, seed_configs, with_fixtures  # noqa: F401
 from agentrl.paths import PROJECT_ROOT
+from agentrl.ray_backend import (
+    BACKEND_ENV,
+    BACKENDS,
+    RAY_ADDRESS_ENV,
+    RAY_PYTHON_ENV,
+    RAY_RESOURCES_ENV,
+    BackendError,
+    RayClients,
+    ended_detail,
+    job_environment,
+    job_metadata,
+    parse_resources,
+    run_output,
+    storage_environment,
+    submission_id,
+    write_log,
+)
 from agentrl.record.chunks import sweep_uncommitted
-from agentrl.record.published import is_copy, request_stop
+from agentrl.record.locations import CHUNKS_URL_ENV
+from agentrl.record.published import is_copy, make_copy, publish_status, publishes, refresh_copy, request_stop
 from agentrl.record.rundir import (
     TERMINAL_STATUSES,
     RunDir,
@@ -46,8 +69,6 @@ from agentrl.record.rundir import (
     write_json_atomic,
 )
 from agentrl.record.runfiles import RunFileError, read_launch, read_status
-from agentrl.ray_backend import (BACKEND_ENV, BACKENDS, RAY_ADDRESS_ENV, RAY_PYTHON_ENV, BackendError, RayClients, ended_detail,  # noqa: F401
-                                 job_environment, job_metadata, run_output, submission_id, write_log)
 from agentrl.supervisor import describe_exit
 
 CANCEL_GRACE_S = 10.0
@@ -62,43 +83,17 @@ class Liveness:
     known: bool = False  # True when the exit code is known (we are the parent)
 
 
-def pair_configs(config: RunConfig) -> tuple[RunConfig, RunConfig]:
-    """The outcome-vs-guarded pair of `config`: the same settings with each scorer, named
-    `<base>-outcome` and `<base>-guarded` (a name already ending in either loses that ending)."""
-    from agentrl.config import make_config
+def create_run(runs_dir: Path, config: RunConfig, launch_group: str | None = None, run_id: str | None = None) -> RunDir:
+    """A new run's folder for `config`: run.json (who it is, and the `launch_group` it was started
+    with, if any), config.json, and a `queued` status.json; `run_id` when a launcher elsewhere named
+    it. A config without `fixtures` gets the fixtures of its task stored so far (`with_fixtures`); its
+    scanners get their held-out figures recorded (`agentrl.scan.enforce.with_scanner_validation`)."""
+    from agentrl.scan.enforce import with_scanner_validation
 
-    settings = config.model_dump()
-    base = config.name.removesuffix("-outcome").removesuffix("-guarded")
-    return (make_config(**dict(settings, scorer="outcome", name=f"{base}-outcome")),
-            make_config(**dict(settings, scorer="guarded", name=f"{base}-guarded")))
-
-
-def with_fixtures(runs_dir: Path, config: RunConfig) -> RunConfig:
-    """`config` with `fixtures` filled in, when it names none: the exploit fixtures of its task
-    stored so far (the decisions log), so a run started after a review vetoes what it rejected and
-    its config says which fixtures it used."""
-    if config.fixtures is not None:
-        return config
-    from agentrl.config import ConfigError, make_config
-    from agentrl.engines.registry import get_engine
-    from agentrl.store.decisions import DecisionLogError, logged_fixtures
-    from agentrl.tasks.loader import absolute_spec
-
-    settings = config.model_dump()
-    spec = get_engine(config.kind).task_spec(settings)
-    try:
-        found = logged_fixtures(runs_dir, absolute_spec(spec)) if spec else []
-    except DecisionLogError as error:
-        raise ConfigError(f"cannot read the exploit fixtures this run would veto: {error}") from None
-    return make_config(**dict(settings, fixtures=found))
-
-
-def create_run(runs_dir: Path, config: RunConfig) -> RunDir:
-    """A new run's folder for `config`: run.json (who it is), config.json, and a `queued` status.json.
-    A config without `fixtures` gets the fixtures of its task stored so far (`with_fixtures`)."""
-    config = with_fixtures(Path(runs_dir), config)
+    config = with_scanner_validation(Path(runs_dir), with_fixtures(Path(runs_dir), config))
+    labels = {"launch_group": launch_group} if launch_group else {}
     run = new_run(Path(runs_dir), config.name, config.kind, config.scorer, config.model_dump(mode="json"),
-                  total_steps=config.total_steps)
+                  total_steps=config.total_steps, run_id=run_id, **labels)
     try:
         (run.root / "config.json").write_text(config.to_json())
     except OSError as error:  # a full disk: no half-made run folder is left behind
@@ -122,16 +117,21 @@ class Launcher:
     `backend` is where new runs start: "local" (a process on this machine) or "ray" (a Ray job
     on the cluster at `ray_address`; None: RAY_ADDRESS, or the latest `ray start` here).
     `python` is the interpreter of the run's command, on the job's node for a Ray run.
+    A Ray run with `chunks_url` behind an object store runs in its node's own runs directory and
+    shares only that URL with this machine; `ray_resources` picks the node (Ray's entrypoint resources).
     """
 
     def __init__(self, runs_dir: Path, python: str = sys.executable, backend: str = "local",
-                 ray_address: str | None = None):
+                 ray_address: str | None = None, chunks_url: str | None = None,
+                 ray_resources: dict[str, float] | None = None):
         if backend not in BACKENDS:
             raise BackendError(f"unknown launch backend {backend!r}; choose one of {list(BACKENDS)}")
         self.runs_dir = Path(runs_dir)
         self.python = python
         self.backend = backend
         self.ray_address = ray_address or None
+        self.chunks_url = chunks_url or None
+        self.ray_resources = ray_resources or None
         self._children: dict[str, subprocess.Popen] = {}
         self._lock = threading.Lock()
         self._ray = RayClients()
@@ -143,19 +143,30 @@ class Launcher:
         self.unreadable: dict[str, str] = {}
 
     @classmethod
-    def from_environment(cls, runs_dir: Path, backend: str | None = None, ray_address: str | None = None) -> Launcher:
+    def from_environment(cls, runs_dir: Path, backend: str | None = None, ray_address: str | None = None,
+                         chunks_url: str | None = None) -> Launcher:
         """The dashboard's (and `launch`'s) launcher: `backend` / `ray_address` when given, else
         AGENTRL_BACKEND ("local" or "ray") and AGENTRL_RAY_ADDRESS; a Ray job runs AGENTRL_RAY_PYTHON
-        (default: this interpreter's path, which must then exist on the job's node)."""
+        (default: this interpreter's path, which must then exist on the job's node) on a node with
+        AGENTRL_RAY_RESOURCES, and writes through `chunks_url` (default AGENTRL_CHUNKS_URL)."""
         backend = backend or os.environ.get(BACKEND_ENV) or "local"
         python = (os.environ.get(RAY_PYTHON_ENV) if backend == "ray" else None) or sys.executable
-        return cls(runs_dir, python=python, backend=backend,
-                   ray_address=ray_address or os.environ.get(RAY_ADDRESS_ENV) or None)
+        resources = parse_resources(os.environ.get(RAY_RESOURCES_ENV)) if backend == "ray" else None
+        return cls(runs_dir, python=python, backend=backend, ray_address=ray_address or os.environ.get(RAY_ADDRESS_ENV) or None,
+                   chunks_url=chunks_url or os.environ.get(CHUNKS_URL_ENV) or None, ray_resources=resources)
+
+    @property
+    def shares_only_the_url(self) -> bool:
+        """Whether new Ray runs share nothing with this machine but an object-store chunks URL."""
+        return self.backend == "ray" and publishes(self.chunks_url)
 
     def describe(self) -> str:
         """Where new runs start, in one line (the Launch page shows it)."""
         if self.backend == "ray":
             where = self.ray_address or "the local Ray cluster (RAY_ADDRESS, or the latest `ray start` on this machine)"
+            if self.shares_only_the_url:
+                return (f"Runs start as Ray jobs on {where}, in their node's own runs directory; they share "
+                        f"nothing with this machine but {self.chunks_url}, where they publish their files.")
             return (f"Runs start as Ray jobs on {where}; their node must reach the runs directory "
                     f"{self.runs_dir.resolve()} at the same path.")
         return "Runs start as processes on this machine."
@@ -169,14 +180,17 @@ class Launcher:
         return [self.python, "-m", "agentrl", "train", "--config", str(run.root.resolve() / "config.json"),
                 "--runs-dir", str(self.runs_dir.resolve()), "--run-id", run.run_id]
 
-    def start(self, config: RunConfig) -> str:
-        """Create the run folder and start its process (or submit its Ray job); returns the run id."""
+    def start(self, config: RunConfig, launch_group: str | None = None) -> str:
+        """Create the run folder and start its process (or submit its Ray job); returns the run id.
+        `launch_group`: the id shared by the runs started together with this one (`start_group`)."""
         if self.backend == "ray":
-            return self._start_ray_job(config)
-        run = create_run(self.runs_dir, config)
+            return self._start_ray_job(config, launch_group)
+        run = create_run(self.runs_dir, config, launch_group)
         run_id = run.run_id
         command = self._train_command(run)
         env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+        if self.chunks_url:
+            env[CHUNKS_URL_ENV] = self.chunks_url
         with open(run.log_path, "ab") as log:
             process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -193,21 +207,30 @@ class Launcher:
             self._children[run_id] = process
         return run_id
 
-    def _start_ray_job(self, config: RunConfig) -> str:
+    def _start_ray_job(self, config: RunConfig, launch_group: str | None = None) -> str:
         """Submit the run as a Ray job. The cluster is asked first, so a missing Ray or a cluster
         that does not answer is one error with nothing written."""
         jobs = self._ray.get(self.ray_address)
-        run = create_run(self.runs_dir, config)
+        run = create_run(self.runs_dir, config, launch_group)
         # The dashboard (or `agentrl ingest`) is the one store writer: a job on another node must
         # never open the DuckDB file, which may sit on a shared disk.
         command = [*self._train_command(run), "--no-ingest"]
+        env = job_environment(PROJECT_ROOT)
         job_id = submission_id(run.run_id)  # ours, so launch.json names the job before it exists
         try:
+            if self.shares_only_the_url:  # the node makes the run's folder in its own runs directory
+                config_text = json.dumps(json.loads((run.root / "config.json").read_text()), separators=(",", ":"))
+                command = [self.python, "-m", "agentrl", "train", "--config-json", config_text, "--run-id", run.run_id,
+                           "--chunks-url", self.chunks_url, "--no-ingest"]
+                env.update(storage_environment())  # the job's runtime environment, never a run file
+                make_copy(run, self.chunks_url)
+            elif self.chunks_url:
+                command += ["--chunks-url", self.chunks_url]
             write_json_atomic(run.root / "launch.json", {
                 "backend": "ray", "ray_address": jobs.address, "job_id": job_id,
                 "launched_at": iso(utc_now()), "command": command})
             jobs.submit(command, job_id, job_metadata(run.run_id, config.name, config.kind, self.runs_dir.resolve()),
-                        job_environment(PROJECT_ROOT))
+                        env, self.ray_resources)
         except (BackendError, OSError) as error:
             remove_run_dir(run)
             if isinstance(error, BackendError):
@@ -220,8 +243,15 @@ class Launcher:
         """Whether a Ray run still has a job to follow (its output is copied once the job ends)."""
         return self._backend_of.get(run_id) == "ray" and run_id not in self._settled
 
-    def start_pair(self, outcome: RunConfig, guarded: RunConfig) -> tuple[str, str]:
-        return self.start(outcome), self.start(guarded)
+    def start_group(self, configs: list[RunConfig]) -> list[str]:
+        """Start `configs` as one launch: every run records the same launch group, which is how
+        Compare finds the runs launched together (`queries.newest_pair`)."""
+        group = new_launch_group()
+        return [self.start(config, group) for config in configs]
+
+    def start_pair(self, outcome: RunConfig, guarded: RunConfig, seeds: int = 1) -> list[str]:
+        """The outcome-vs-guarded pair as one launch, `seeds` seeds of each (outcome runs first)."""
+        return self.start_group([*seed_configs(outcome, seeds), *seed_configs(guarded, seeds)])
 
     def liveness(self, run: RunDir) -> Liveness:
         """Whether the run's process is alive; RunFileError when its status or launch file is damaged.
@@ -289,13 +319,14 @@ class Launcher:
 
     def _reconcile_one(self, run: RunDir, grace_s: float) -> bool:
         """Reconcile one run; True when its status changed."""
-        if _is_copy(run):
+        copy = _is_copy(run)
+        launch = self._ray_launch(run)
+        if copy and launch is None:
             return False  # a run of another machine: its own machine records its end, the store reads it from the URL
         status = read_status(run) or {}
         state = status.get("status")
-        launch = self._ray_launch(run)
         if launch is not None:
-            return self._reconcile_ray_job(run, launch, state, grace_s)
+            return self._reconcile_ray_job(run, launch, state, grace_s, copy)
         if state in TERMINAL_STATUSES:
             # The process may still be ingesting after its final status: keep its handle
             # until it has exited and been reaped.
@@ -348,8 +379,9 @@ class Launcher:
             raise RunFileError(run.root / "launch.json", ": a Ray launch needs 'job_id' and 'ray_address' strings")
         return launch
 
-    def _reconcile_ray_job(self, run: RunDir, launch: dict, state: str | None, grace_s: float) -> bool:
-        """A Ray run: Ray's job status is its liveness; True when its status changed."""
+    def _reconcile_ray_job(self, run: RunDir, launch: dict, state: str | None, grace_s: float, copy: bool) -> bool:
+        """A Ray run: Ray's job status is its liveness; True when its status changed. A run on a
+        node that shares only the chunks URL (`copy`) says its status there."""
         if run.run_id in self._settled:
             return False
         job_id, address = launch["job_id"], launch["ray_address"]
@@ -359,6 +391,9 @@ class Launcher:
         except BackendError as error:
             self._ray.forget(address, error)
             raise
+        if copy and state not in TERMINAL_STATUSES:  # read after the job's state: an end it published before it ended counts
+            self._refresh_copy(run)
+            state = (read_status(run) or {}).get("status")
         if state in TERMINAL_STATUSES:  # the run said how it ended; keep its output once the job is over
             if job is None or not job.alive:
                 self._copy_log(run, jobs, job_id, force=job is not None)
@@ -386,9 +421,22 @@ class Launcher:
             last = run_output(run.tail_log(20))
             run.update_status(status="failed", ended_at=iso(utc_now()), exit_code=exit_code,
                               error=ended_detail(job_id, job, jobs.address, last[-1] if last else ""))
-        sweep_uncommitted(run.root)
+        if copy:  # every head that lists the URL sees the end recorded here (the run's own storage may be away)
+            try:
+                publish_status(run)
+            except OSError:
+                pass
+        else:
+            sweep_uncommitted(run.root)
         self._settled.add(run.run_id)
         return True
+
+    def _refresh_copy(self, run: RunDir) -> None:
+        try:
+            refresh_copy(run)
+        except OSError as error:
+            raise BackendError(f"run {run.run_id} publishes its status under {(run.meta() or {}).get('chunks_url')}, "
+                               f"which does not answer now: {' '.join(str(error).split())[:200]}") from None
 
     def _copy_log(self, run: RunDir, jobs, job_id: str, force: bool = False) -> None:
         """Ray's copy of the job's output into stdout.log: at most every LOG_SYNC_S while it runs,

@@ -13,13 +13,20 @@ any launcher (the dashboard, `agentrl runs`) can follow the run later:
   shared with the node), then `stop_job` once the grace period has passed.
 
 The run writes its chunks into the runs directory, so the job's node must reach it at the same
-path (the same machine, or a shared directory). Ray is an optional extra (`pip install .[ray]`):
+path (the same machine, or a shared directory); unless the launcher has a chunks URL behind an
+object store (`s3://...`): then the nodes share nothing but that URL. The job gets the config as
+text and the run id, makes the run's folder in its own node's runs directory (`$AGENTRL_RUNS_DIR`
+of `ray start` there), and publishes run.json, status.json and its chunks under the URL; the
+launcher's folder is a head's copy of that run (`agentrl.record.published`), and the storage's
+settings (`AWS_*`) travel in the job's runtime environment, never in a run file.
+`AGENTRL_RAY_RESOURCES` (JSON, e.g. `{"agentrl_worker": 1}`) puts the job on a node that has them. Ray is an optional extra (`pip install .[ray]`):
 nothing here imports it until a Ray run is launched or followed, and a missing Ray, a bad address
 or an unreachable cluster is one `BackendError` line, raised before anything is written.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -32,6 +39,7 @@ from urllib.parse import urlsplit
 BACKENDS = ("local", "ray")  # where the launcher starts runs; here, not in the launcher, so the CLI's options cost no imports
 BACKEND_ENV, RAY_ADDRESS_ENV = "AGENTRL_BACKEND", "AGENTRL_RAY_ADDRESS"  # the dashboard's launcher reads these
 RAY_PYTHON_ENV = "AGENTRL_RAY_PYTHON"  # the interpreter a Ray job runs, on its node (default: this one's path)
+RAY_RESOURCES_ENV = "AGENTRL_RAY_RESOURCES"  # JSON: the resources a run's job needs on its node (Ray's entrypoint_resources)
 REQUEST_TIMEOUT_S = 10.0  # one HTTP request to the cluster's job API; the dashboard's ingest loop waits on it
 PROBE_TIMEOUT_S = 3.0  # the TCP check of HOST:PORT before Ray is asked
 RETRY_AFTER_S = 10.0  # an address that failed is not asked again for this long (a dead cluster must not stall ingest)
@@ -125,11 +133,13 @@ class RayJobs:
             raise BackendError(f"Ray asked {self.address} (from RAY_ADDRESS or RAY_API_SERVER_ADDRESS) instead of "
                                f"{address}: unset the variable, or pass that address")
 
-    def submit(self, argv: list[str], submission_id: str, metadata: dict[str, str], env: dict[str, str]) -> str:
-        """Submit `argv` as a job; returns its submission id."""
+    def submit(self, argv: list[str], submission_id: str, metadata: dict[str, str], env: dict[str, str],
+               resources: dict[str, float] | None = None) -> str:
+        """Submit `argv` as a job (on a node with `resources`, when given); returns its submission id."""
         try:
             return self._client.submit_job(entrypoint=shlex.join(argv), submission_id=submission_id,
-                                           metadata=metadata, runtime_env={"env_vars": env})
+                                           metadata=metadata, runtime_env={"env_vars": env},
+                                           entrypoint_resources=resources or None)
         except Exception as error:
             raise BackendError(f"the Ray cluster at {self.address} refused the job: {_line(error)}") from None
 
@@ -195,6 +205,28 @@ def job_environment(project_root: Path) -> dict[str, str]:
             "PYTHONPATH": path + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
 
 
+def storage_environment() -> dict[str, str]:
+    """The object store's settings of this process (`AWS_*`: endpoint, credentials, profile, region),
+    for a job that writes through a chunks URL from a node that may have none of its own."""
+    return {name: value for name, value in os.environ.items() if name.startswith("AWS_")}
+
+
+def parse_resources(text: str | None) -> dict[str, float] | None:
+    """`AGENTRL_RAY_RESOURCES`: a JSON object of resource names and positive amounts, or one BackendError line."""
+    if not text or not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if (not isinstance(value, dict) or not value
+            or not all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                       for k, v in value.items())):
+        raise BackendError(f"{RAY_RESOURCES_ENV}={text!r} is not a JSON object of resource names and positive "
+                           'amounts, such as {"agentrl_worker": 1}')
+    return {k: float(v) for k, v in value.items()}
+
+
 def submission_id(run_id: str) -> str:
     return f"agentrl-{run_id}"
 
@@ -211,14 +243,18 @@ def ended_detail(job_id: str, state: JobState | None, address: str, last_output:
         detail = f"the Ray job {job_id} ended {state.status} without a final status"
         if state.exit_code is not None:
             detail += f" (exit code {state.exit_code})"
-        said = (state.message.strip().splitlines() or [""])[0].strip().rstrip(":")
+        lines = [line.strip() for line in state.message.strip().splitlines()]
+        said = (lines or [""])[0].rstrip(":")
+        # Where the job's node died, Ray says so further down: "The actor died because its node has died. ..."
+        said += "".join(f" {line.split(' Node Id:')[0]}" for line in lines[1:] if DEAD_NODE.search(line))
         if said:  # "Job entrypoint command failed with exit code 7, last available logs (...)"
-            detail += f": {said[:200]}"
+            detail += f": {said[:300]}"
     if last_output:
         detail += f"; last output: {' '.join(last_output.split())[:300]}"
     return detail
 
 
+DEAD_NODE = re.compile(r"died because its node has died|node was terminated")
 RAY_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(INFO|WARNING|ERROR) job_\w+\.py:|Running entrypoint for job )")
 
 

@@ -211,14 +211,15 @@ def _entry(module: str, attribute: str):
     return getattr(importlib.import_module(module), attribute)
 
 
-def trajectory_scorer(name: str, fixtures: Sequence[Any] = ()):
+def trajectory_scorer(name: str, fixtures: Sequence[Any] = (), scanners: Sequence[Any] = ()):
     """The tabular engine's scorer `name` on a refund gym trajectory: SPEC's bit-exact refund
     scorer (`REFUND_SCORING`; exactly it when the run lists no fixtures), with the run's extra
     vetoing rules applied (`apply_vetoes`; a repeat costs the refund task's violation penalty as
-    its own component). The score's `flag_reason` says why a rule flagged the trajectory."""
+    its own component; so does a hit of one of the run's `scanners`, `agentrl.scan.enforce.Enforced`).
+    The score's `flag_reason` says why a rule flagged the trajectory."""
     spec, score_function = get_scorer_spec(name), _entry(REFUND_SCORING, "get_scorer")(name)
     refs = [FixtureRef.of(f) for f in fixtures or ()]
-    if not refs:
+    if not refs and not scanners:
         return score_function
     behaviour_of, score_type = _entry(BEHAVIOUR, "default_behaviour"), _entry(REFUND_SCORING, "Score")
     penalty = -abs(_entry(REFUND_SCORING, "VIOLATION_PENALTY"))
@@ -226,6 +227,8 @@ def trajectory_scorer(name: str, fixtures: Sequence[Any] = ()):
     def scored(trajectory):
         score = score_function(trajectory)
         vetoes = rule_vetoes(None, refs, behaviour_of(trajectory.actions), trajectory.states, penalty)
+        if scanners:
+            vetoes += scanners.episode(trajectory.states, trajectory.actions, score.components, score.reward, penalty).vetoes
         decision = apply_vetoes(Decision(score.reward, score.components, 0.0, score.eligible, False, ""), spec.guarded, vetoes)
         return score_type(reward=decision.reward, eligible=decision.eligible, components=decision.components,
                           flag_reason=decision.reason or None)
@@ -254,12 +257,13 @@ class RolloutScore:
 
 
 def score_rollouts(task, scorer: str, values: dict[str, list], completions: list, environments: list | None,
-                   fixtures: Sequence[Any] = ()) -> list[RolloutScore]:
+                   fixtures: Sequence[Any] = (), scanners: Sequence[Any] = ()) -> list[RolloutScore]:
     """Score rollouts whose reward functions already ran (`values`: function name -> one value per
     rollout, None allowed): the weighted sum of the task's reward functions (TRL's `nansum`), and
     for `guarded` the verdict's penalties added and the ineligible vetoed (`guard`). `verify` runs
     for both, so an outcome-only run still records its violations. A rollout that repeats one of
-    `fixtures` is flagged for both, and for `guarded` penalised (`fixture_penalty`) and vetoed."""
+    `fixtures` is flagged for both, and for `guarded` penalised (`fixture_penalty`) and vetoed; so is a hit of
+    one of `scanners` (`agentrl.scan.enforce.load_enforced`: the run's scanners, loaded)."""
     import math
 
     get_scorer_spec(scorer)
@@ -281,6 +285,9 @@ def score_rollouts(task, scorer: str, values: dict[str, list], completions: list
         success = verdict.success if verdict.success is not None else reward > 0
         behaviour = task.behaviour(environment, completion, actions)
         vetoes = rule_vetoes(task, fixtures, behaviour, fields.get("states"), fixture_penalty(task))
+        if scanners:  # the run's transcript scanners: a hit is flagged, and under guarded penalised and vetoed
+            vetoes += scanners.rollout(task, get_scorer_spec(scorer).guarded, completion, environment, actions, behaviour,
+                                       components, reward).vetoes
         decision = guard(scorer, reward, components, verdict, verdict.penalty_terms(task.violation_penalty), vetoes)
         scores.append(RolloutScore(
             reward=decision.reward, components=decision.components, eligible=decision.eligible,

@@ -12,7 +12,10 @@ Chromium then opens each page two ways:
 A page counts as rendered when its title is shown, the script run it started has finished
 (`data-test-script-state` turned "notRunning" after the navigation), no skeleton is left, every visible plotly chart has drawn
 its SVG and every visible table its canvas. Each figure is the median of `--repeat` measurements after one
-warm-up visit per page; the targets are 1 s after sidebar navigation and 2 s in a fresh tab. The
+warm-up visit per page; the targets are 1 s after sidebar navigation and 2 s in a fresh tab. Beside
+each fresh-tab time: when the page first showed its title (before that the tab is blank), and how
+many charts it drew. The very first visit after the dashboard started (cold: nothing imported or
+cached yet) is reported on its own line: the time until its title showed and until it rendered. The
 last rows are an empty Streamlit page (a title only) and one with a single small plotly chart,
 measured the same way while the run trains: what any page, and any page with a chart, costs on
 this machine at that moment, before it draws anything of its own.
@@ -139,12 +142,20 @@ def wait_rendered(page, title: str, started: float, since_ms: float | None = Non
 SCRIPT_DONE: list[float] = []  # seconds from navigation to the end of the first script run, per measurement
 
 
+FIRST_CONTENT: list[float] = []  # seconds from navigation until the page's title showed, per fresh tab
+CHARTS_DRAWN: list[int] = []  # plotly charts on the page once rendered, per fresh tab
+
+
 def fresh_tab(context, url: str, title: str) -> float:
     page = context.new_page()
     try:
         started = time.perf_counter()
         page.goto(url, wait_until="commit")
-        return wait_rendered(page, title, started)
+        page.wait_for_function("() => !!document.querySelector('h1')", timeout=60_000, polling=25)
+        FIRST_CONTENT.append(time.perf_counter() - started)
+        took = wait_rendered(page, title, started)
+        CHARTS_DRAWN.append(page.locator('[data-testid="stPlotlyChart"]').count())
+        return took
     finally:
         page.close()
 
@@ -259,6 +270,8 @@ def main() -> int:
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})
                 context.add_init_script(IDLE_RECORDER_JS)
                 page = context.new_page()
+                # The very first visit, cold (nothing imported yet), while the run starts.
+                cold = fresh_tab(context, f"{base_url}/{PAGES[0][1]}", PAGES[0][2]), FIRST_CONTENT[-1]
                 time.sleep(3)  # the training run reaches the store and reports its first steps
                 for label, path, title in PAGES:  # warm-up: the server's first import of each page
                     fresh_tab(context, f"{base_url}/{path}", title)
@@ -268,6 +281,8 @@ def main() -> int:
                         results[label].setdefault("sidebar_script", []).append(SCRIPT_DONE[-1])
                         results[label]["fresh"].append(fresh_tab(context, f"{base_url}/{path}", title))
                         results[label].setdefault("fresh_script", []).append(SCRIPT_DONE[-1])
+                        results[label].setdefault("fresh_title", []).append(FIRST_CONTENT[-1])
+                        results[label].setdefault("charts", []).append(CHARTS_DRAWN[-1])
                 browser.close()
             floors = floor(args.repeat)  # while the run still trains
     finally:
@@ -278,7 +293,7 @@ def main() -> int:
     print(f"Page render time, median of {args.repeat} (one {kind} run training; targets "
           f"{SIDEBAR_TARGET_S:.0f} s from the sidebar, {FRESH_TARGET_S:.0f} s in a fresh tab)")
     print(f"{'page':<10} {'sidebar s':>10} {'fresh tab s':>12}  all sidebar / all fresh  "
-          "(median time to the end of the first script run: sidebar, fresh)")
+          "(median time to the end of the first script run: sidebar, fresh; fresh tab's title shown at; charts)")
     worst = {"sidebar": 0.0, "fresh": 0.0}
     for label, _, _ in PAGES:
         side, fresh = statistics.median(results[label]["sidebar"]), statistics.median(results[label]["fresh"])
@@ -287,8 +302,11 @@ def main() -> int:
         print(f"{label if label != 'app' else 'Runs':<10} {side:>10.2f} {fresh:>12.2f}  "
               f"{' '.join(f'{v:.2f}' for v in results[label]['sidebar'])} / "
               f"{' '.join(f'{v:.2f}' for v in results[label]['fresh'])}  "
-              f"({statistics.median(results[label]['sidebar_script']):.2f}, {statistics.median(results[label]['fresh_script']):.2f})"
+              f"({statistics.median(results[label]['sidebar_script']):.2f}, {statistics.median(results[label]['fresh_script']):.2f}; "
+              f"{statistics.median(results[label]['fresh_title']):.2f}; {max(results[label]['charts'])})"
               f"{mark}")
+    print(f"{'(cold)':<10} {'':>10} {cold[0]:>12.2f}  the first visit after the dashboard started: title shown at "
+          f"{cold[1]:.2f} s")
     print(f"{'(empty)':<10} {floors['Other'][0]:>10.2f} {floors['Other'][1]:>12.2f}  an empty Streamlit page on this machine now")
     print(f"{'(1 chart)':<10} {floors['Chart'][0]:>10.2f} {floors['Chart'][1]:>12.2f}  the same with one small plotly chart")
     (workdir / "page_speed.json").write_text(json.dumps(results, indent=2))

@@ -1,6 +1,7 @@
 """Launch: choose a preset, change any field (the form is generated from the engine's config), see
 the cost and the engine's preflight (a language-model run's memory budget), then start one run or
-the outcome-vs-guarded pair."""
+the outcome-vs-guarded pair, each as N seeds if asked. The Start buttons sit above the long form;
+runs started together share a launch group, and a pair (or several seeds) opens on Compare at once."""
 
 import streamlit as st
 
@@ -8,7 +9,7 @@ import ui
 from agentrl.analysis import duration
 from agentrl.config import ConfigError, config_from_json, load_preset, make_config, preset_names
 from agentrl.engines.registry import engine_of
-from agentrl.launcher import pair_configs
+from agentrl.launch_configs import MAX_SEEDS, pair_configs, seed_configs
 from agentrl.store import queries
 from ui.forms import config_form
 from ui.guard import SCRIPT_ENGINE_ENV, script_engine_allowed
@@ -28,6 +29,7 @@ if engine.form_step_delay and not base.step_delay:
     base = base.model_copy(update={"step_delay": engine.form_step_delay})
 st.markdown(f"**Engine:** {engine.title}")
 st.caption(svc.launcher.describe())  # AGENTRL_BACKEND=ray: "Runs start as Ray jobs on ADDR; ..."
+actions = st.container()  # the Start buttons, above the form: drawn once the form below is validated
 
 as_json = st.toggle("Edit as JSON", key=f"json-{preset}", help="Every field, including the task lists, as the JSON a config file holds.")
 config, error = None, None
@@ -72,24 +74,31 @@ else:
 
 can_start = config is not None and preflight is not None and not preflight.refusal and confirmed
 may_act = ui.may_act()  # the browser holds the dashboard's key (ui.guard)
-row = st.container(horizontal=True)
-one = row.button("Start run", type="primary", disabled=not (can_start and may_act), help=None if may_act else ui.VIEW_ONLY)
-pair = row.button("Start outcome-vs-guarded pair", disabled=not (can_start and may_act and engine_of(config).pair),
-                  help=None if may_act else ui.VIEW_ONLY)
+row = actions.container(horizontal=True, vertical_alignment="bottom")
+seeds = row.number_input("Seeds", 1, MAX_SEEDS, 1, step=1, key="seeds", width=120,
+                         help="Start this many runs of the config (or of each side of the pair), seeds "
+                              "seed, seed + 1, ...: Compare draws them as one line with a band.")
+why_not = None if may_act else ui.VIEW_ONLY
+if may_act and not can_start:
+    why_not = "Fix the settings below first (the error says which)." if error else "See below: the run cannot start as it is."
+one = row.button("Start run" if seeds == 1 else f"Start {seeds} seeds", type="primary", key="start-one",
+                 disabled=not (can_start and may_act), help=why_not)
+pair = row.button("Start outcome-vs-guarded pair" if seeds == 1 else f"Start the pair × {seeds} seeds", key="start-pair",
+                  disabled=not (can_start and may_act and engine_of(config).pair), help=why_not)
 
 started: list[str] = []
 if (one or pair) and can_start and ui.allowed("start a run"):
     with ui.shown_errors("start the run"):
-        if one:
-            started = [svc.launcher.start(config)]
+        if pair:
+            started = svc.launcher.start_pair(*pair_configs(config), seeds=int(seeds))
+        elif seeds > 1:
+            started = svc.launcher.start_group(seed_configs(config, int(seeds)))
         else:
-            started = list(svc.launcher.start_pair(*pair_configs(config)))
-        svc.ingestor.ingest()  # the new runs are in the store before the Live link is followed
+            started = [svc.launcher.start(config)]
+        svc.ingestor.ingest()  # the new runs are in the store before Live or Compare opens them
 
+if len(started) > 1:  # a pair or several seeds: straight to Compare, side by side (seeds as one line)
+    st.switch_page("pages/3_Compare.py", query_params={"run": started})
 if started:
-    st.success("Started " + ", ".join(f"`{run_id}`" for run_id in started))
-    if len(started) == 1:
-        st.page_link("pages/2_Live.py", label="Watch it live", icon=":material/monitoring:", query_params={"run": started[0]})
-    else:  # a pair is watched side by side, live, on Compare
-        st.page_link("pages/3_Compare.py", label="Watch the pair live, side by side", icon=":material/monitoring:",
-                     query_params={"run": started})
+    actions.success("Started " + ", ".join(f"`{run_id}`" for run_id in started))
+    actions.page_link("pages/2_Live.py", label="Watch it live", icon=":material/monitoring:", query_params={"run": started[0]})

@@ -1,7 +1,14 @@
 """Live: one run as it trains, refreshed every second without reloading the page, and not at all
-once it has finished."""
+once it has finished. Its charts refresh without a blank frame (ui.buffered), the counters above
+them come from the same read of the run's steps, and the onset banner's place is kept from the
+start (ui.live_view)."""
 
 import streamlit as st
+
+# Drawn before the imports below: on the first visit after the dashboard starts they take seconds,
+# and the tab would be blank until then.
+st.set_page_config(page_title="Live · agentrl", layout="wide")
+st.title("Live run")
 
 import ui
 from agentrl import charts
@@ -11,13 +18,15 @@ from agentrl.analysis.series import downsample, smooth
 from agentrl.monitor import store_onset
 from agentrl.record.rundir import RunDir
 from agentrl.store import queries
+from ui import buffered, live_view
 from ui.behaviours import draw_run_behaviours, window_control
 from ui.pickers import run_picker
+from ui.scans import draw_hit_rates
 
-MORE_PANELS = ["Behaviours", "Vetoes", "Policy", "Updates", "Memory", "Engine metrics"]
+MORE_PANELS = ["Behaviours", "Vetoes", "Policy", "Updates", "Memory", "Engine metrics", "Scanners"]
 
 svc = ui.page("Live")
-st.title("Live run")
+buffered.install()
 
 runs = queries.list_runs(ui.cursor())
 requested = st.query_params.get("run")
@@ -42,6 +51,7 @@ if runs.empty or pending:
 
 run_id = run_picker(runs, queries.default_live_run(ui.cursor()), help="Defaults to the newest running run.")
 started_active = live.is_active(runs.set_index("run_id").at[run_id, "status"])
+x_axis, smoothing = live_view.chart_controls()
 
 
 @ui.refreshing(started_active)
@@ -70,22 +80,13 @@ def live_header(run_id: str) -> None:
             st.error(f"{status}: {ui.plain(run['error'])}")
         if run_phase.name in ("queued", "starting"):
             st.info(ui.plain(run_phase.text), icon=":material/hourglass_top:")  # it quotes the run's last output
-            st.caption("Charts appear with the first step.")
-        else:
-            totals = queries.run_totals(con, run_id)
-            rates = live.last_rates(queries.step_metrics(con, run_id).tail(1))
-            m = st.columns(5)
-            m[0].metric("success (last step)", rates["success"])
-            m[1].metric("violation (last step)", rates["violation"])
-            m[2].metric("vetoed rollouts", totals["vetoed_rollouts"])
-            m[3].metric("vetoed updates (audit)", totals["vetoed_updates"], help="Vetoed trajectories that received an update. Must stay 0.")
-            m[4].metric("updates", f"{totals['updates']:,}")
+            st.caption(f"{live_view.starting_eta(con, run, prog['total'])}. Charts appear with the first step.")
     if started_active and not live.is_active(status):
         st.rerun(scope="app")  # the run just ended: redraw once, without the refresh
 
 
 @ui.refreshing(started_active, ui.CHART_REFRESH_S)
-def live_charts(run_id: str) -> None:
+def live_charts(run_id: str, x_axis: str, smoothing: float) -> None:
     """The charts: redrawn only when the run reported something new, at most every few seconds
     (a browser on a busy machine could otherwise never finish drawing one set before the next)."""
     con = ui.cursor()
@@ -95,74 +96,90 @@ def live_charts(run_id: str) -> None:
     version = queries.run_version(con, run_id)
     with ui.steady("steady-live-charts"):
         if version[1] is not None:  # a step has been reported
-            draw_charts(con, run, version)
+            draw_charts(con, run, version, x_axis, smoothing)
         with st.expander("Last log lines", expanded=run["status"] == "failed" or version[1] is None):
             st.code("\n".join(RunDir(svc.runs_dir / run_id).tail_log(15)) or "(no output yet)", language="text")
 
 
-def draw_charts(con, run: dict, version) -> None:
+def draw_charts(con, run: dict, version, x: str, weight: float) -> None:
     run_id = run["run_id"]
+    # One read of the steps per version: the counters and every chart below are drawn from it.
     steps = ui.remembered(f"steps-{run_id}", version, lambda: queries.step_metrics(con, run_id))
+    last = int(steps["step"].max()) if not steps.empty else 0
     states = ui.remembered(f"states-{run_id}", version, lambda: queries.sensitive_states(con, run_id))
     shown = live.panels(run["kind"], steps, states)
-    thin = downsample(steps)
+    thin = smooth(smooth(downsample(steps), "success_rate", weight), "violation_rate", weight)
     # The onset monitor's verdict from the run's own rows: a recorded onset event, else the signals.
     onset = ui.remembered(f"onset-{run_id}", version, lambda: store_onset(con, run_id))
     at = onset.step if onset else None
-    if onset:
-        st.warning(live.onset_banner(onset, run), icon=":material/warning:")
-    figures = ui.remembered(f"figures-{run_id}", (version, at), build=lambda: {
-        "rates": charts.mark_onset(charts.rates_curve(thin), at),
-        "vetoes": charts.mark_onset(charts.veto_counts(thin), at) if shown.vetoes else None,
-        "components": charts.mark_onset(charts.reward_components(
-            downsample(queries.reward_components_per_step(con, run_id), by="component")), at),
-        "updates": charts.mark_onset(charts.update_counts(thin, clipped=shown.clipped), at) if shown.updates else None,
+    at_x = None if x == "step" or at is None else steps.loc[steps["step"] == at, "elapsed_s"].max()
+
+    def components():
+        found = queries.reward_components_per_step(con, run_id)
+        found = found[found["step"] <= last].merge(steps[["step", "elapsed_s"]], on="step", how="left")
+        return downsample(found, by="component")
+
+    mark = lambda fig: charts.mark_onset(fig, at, at_x=at_x)
+    figures = ui.remembered(f"figures-{run_id}", (version, at, x, weight), build=lambda: {
+        "rates": mark(charts.rates_curve(thin, x=x)),
+        "vetoes": mark(charts.veto_counts(thin, x=x)) if shown.vetoes else None,
+        "components": mark(charts.reward_components(components(), x=x)),
+        "updates": mark(charts.update_counts(thin, clipped=shown.clipped, x=x)) if shown.updates else None,
     })
+    # Built before anything is drawn: the counters and the charts reach the browser together.
+    live_view.onset_slot(onset, run)
+    live_view.counters(steps)
     left, right = st.columns(2)
-    ui.chart(figures["rates"], "rates", left)
-    ui.chart(figures["components"], "components", right)
+    buffered.chart(figures["rates"], "rates", left)
+    buffered.chart(figures["components"], "components", right)
 
     # More panels on demand: each one drawn only when asked for (the page stays quick to draw).
     more = st.pills("More panels", MORE_PANELS, selection_mode="multi", key="panels", bind="query-params")
     if "Behaviours" in more:
         draw_run_behaviours(con, run_id, version, window_control("behaviours-last"))
+    if "Scanners" in more:
+        draw_hit_rates(con, [run_id], {run_id: run["name"]}, None, "scanner-rates")
     if "Vetoes" in more:
         if figures["vetoes"] is None:
             st.caption("This engine has no guarded scorer: nothing is vetoed.")
         else:
-            ui.chart(figures["vetoes"], "vetoes")
+            buffered.chart(figures["vetoes"], "vetoes")
     if "Policy" in more:
         if not shown.action_distribution:
             st.caption("This run records no action distribution at sensitive states.")
         else:
             left, right = st.columns(2)
             state = states[0] if len(states) == 1 else right.selectbox("Sensitive state", states, key="state")
-            ui.chart(ui.remembered(f"dist-{run_id}-{state}", version, build=lambda: (
+            buffered.chart(ui.remembered(f"dist-{run_id}-{state}", version, build=lambda: (
                 charts.action_distribution(queries.action_distribution(con, run_id, state), state))), "dist", left)
     if "Updates" in more:
         if figures["updates"] is None:
             st.caption("This engine applies no updates (it scores attempts only).")
         else:
-            ui.chart(figures["updates"], "updates")
+            buffered.chart(figures["updates"], "updates")
     if "Memory" in more:
         budget = queries.budget_for_run(con, run_id)
-        ui.chart(ui.remembered(f"memory-{run_id}", version, build=lambda: charts.memory_usage(
+        buffered.chart(ui.remembered(f"memory-{run_id}", version, build=lambda: charts.memory_usage(
             queries.hardware_samples(con, run_id), estimate_total(budget))), "memory")
     if "Engine metrics" in more:
         names = queries.step_metric_names(con, run_id)
         if not names:
             st.caption("This engine logs no metrics of its own.")
         else:
-            c1, c2, c3 = st.columns([3, 1, 1])
+            c1, c2 = st.columns([4, 1])
             chosen = c1.multiselect("Engine metrics", names, default=live.preferred_metrics(names), key=f"metrics-{run_id}")
-            weight = c2.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key="smoothing", help="Exponential moving average, as in W&B.")
-            log_y = c3.toggle("Log scale", key="log-y")
-            options = (version, tuple(chosen), weight, log_y)
-            ui.chart(ui.remembered(f"metrics-{run_id}", (options, at), lambda: charts.mark_onset(charts.metric_curves(
-                smooth(downsample(queries.step_metric_series(con, run_id, chosen), by="name"), "value", weight, by="name"),
-                log_y=log_y), at)), "metrics")
+            log_y = c2.toggle("Log scale", key="log-y")
+            options = (version, tuple(chosen), weight, log_y, x)
+
+            def metric_series():
+                found = queries.step_metric_series(con, run_id, chosen)
+                found = found[found["step"] <= last].merge(steps[["step", "elapsed_s"]], on="step", how="left")
+                return smooth(downsample(found, by="name"), "value", weight, by="name")
+
+            buffered.chart(ui.remembered(f"metrics-{run_id}", (options, at), lambda: mark(charts.metric_curves(
+                metric_series(), log_y=log_y, x=x))), "metrics")
 
 
 with ui.shown_errors("draw the live run"):
     live_header(run_id)
-    live_charts(run_id)
+    live_charts(run_id, x_axis, smoothing)

@@ -1,32 +1,41 @@
 """Compare: any set of runs overlaid, side by side while they train; what the guarded scorer changed,
-and how success was reached. The runs, the view and the step are in the URL."""
+and how success was reached. The runs, the view, the step, A and B, smoothing and seed grouping are in
+the URL; runs that differ only in seed draw as one line with a band (`agentrl.analysis.seed_groups`)."""
 
 import streamlit as st
 
 import ui
-from agentrl import charts
-from agentrl.analysis import compare, live
+from agentrl import charts, group_charts
+from agentrl.analysis import compare, live, seed_groups
 from agentrl.analysis.series import MAX_POINTS, downsample, smooth
 from agentrl.monitor import store_onset
 from agentrl.store import queries
+from ui import seeds
 from ui.behaviours import draw_found_divergence, draw_run_behaviours, window_control
-from ui.pickers import colors_of, legend, runs_picker
+from ui.pickers import colors_of, runs_picker
+from ui.scans import draw_hit_rates
 
 svc = ui.page("Compare")
+st.html(seeds.COMPARE_CSS)
 st.title("Compare runs")
-st.caption("Both scorers can reach full success. The difference is in violations, vetoes and the action "
-           "distribution at the sensitive state, where the approval decision lives.")
 
 runs = queries.list_runs(ui.cursor())
 ui.stop_without_runs(runs, "No runs yet. Start the outcome-vs-guarded pair on the Launch page.")
 picked = runs_picker(runs, queries.newest_pair(ui.cursor()) or runs["run_id"].head(1).tolist(),
-                     help="Defaults to the newest outcome-only / guarded pair launched together.")
+                     help="Defaults to the newest outcome-only / guarded pair launched together (with every seed of it).")
 if not picked:
     st.info("Pick at least one run.")
     st.stop()
+st.caption(seeds.subtitle(queries.sensitive_states_for_runs(ui.cursor(), picked)))
+configs = queries.run_configs(ui.cursor(), picked)
+controls = seeds.controls(configs)  # smoothing, and whether runs that differ only in seed draw as one line
 labels = compare.run_labels(runs, picked)
 colors = colors_of(runs[runs["run_id"].isin(picked)])
-legend(labels, colors)
+groups = seed_groups.seed_groups(configs, controls.key) if controls.grouped else seed_groups.singles(configs)
+group_labels = {g.group_id: (g.label if g.size > 1 else labels[g.group_id]) for g in groups}
+colors = {run_id: colors[g.group_id] for g in groups for run_id in g.run_ids}  # a seed group shares one colour
+group_of = {run_id: g.group_id for g in groups for run_id in g.run_ids}
+seeds.sticky_legend(group_labels, colors)
 active = any(live.is_active(s) for s in runs.set_index("run_id").loc[picked, "status"])
 
 VIEWS = ["Rates", "Behaviours", "Action distribution", "Vetoes and clipping", "Reward components", "Engine metrics", "Held-out",
@@ -40,46 +49,33 @@ def comparison(picked: list[str]) -> None:
     progress = {r: queries.progress(con, r) for r in picked}
     onsets = {r: ui.remembered(f"onset-{r}", v, lambda r=r: store_onset(con, r)) for r, v in zip(picked, version)}
     with ui.steady("steady-compare"):
-        cols = st.columns(len(picked))  # the runs side by side: where each one is, and its onset
-        for col, run_id in zip(cols, picked):
-            p = progress[run_id]
-            col.progress(p["done"] / p["total"] if p["total"] else 0.0,
-                         text=f"{ui.plain(labels[run_id])}: step {p['done']} of {p['total']} · {p['status']}")
-            onset = onsets[run_id]
-            col.caption(f":red[hacking onset at step {onset.step}] ({onset.signal} = {onset.value:.3g})" if onset
-                        else "no hacking onset", help="The onset monitor: the first step at which a hacking "
-                        "signal stayed past its threshold (python -m agentrl watch RUN_ID prints the signals).")
+        seeds.progress_row(groups, group_labels, progress, onsets)  # where each run (or seed group) is, and its onset
         view = st.segmented_control("View", VIEWS, default="Rates", key="view", bind="query-params",
+                                    label_visibility="collapsed",
                                     help="One view at a time, so the page draws quickly; the URL keeps it.")
-        steps = ui.remembered("compare-steps", version, lambda: queries.steps_for_runs(con, picked))
+        steps = ui.remembered("compare-steps", version, lambda: queries.steps_for_runs(con, picked, max_points=MAX_POINTS))
         with ui.shown_errors(f"draw {view or 'the view'}"):
             DRAW.get(view, lambda *a: None)(con, picked, version, steps)
     if active and not any(live.is_active(p["status"]) for p in progress.values()):
         st.rerun(scope="app")  # every run ended: redraw once, without the refresh
 
 
-def smoothing_controls(key: str):
-    c1, c2, _ = st.columns([1, 1, 2])
-    weight = c1.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key=f"smoothing-{key}", help="Exponential moving average, as in W&B.")
-    log_y = c2.toggle("Log scale", key=f"log-{key}", help="For counters and metrics that span orders of magnitude.")
-    return weight, log_y
-
-
 def draw_rates(con, picked, version, steps) -> None:
-    weight, _ = smoothing_controls("rates")
     thin = downsample(steps, by="run_id")
     onsets = {r: ui.remembered(f"onset-{r}", v, lambda r=r: store_onset(con, r)) for r, v in zip(picked, version)}
-
-    def marked(fig):
-        for run_id, onset in onsets.items():
-            charts.mark_onset(fig, onset.step if onset else None, f"{labels[run_id]}: onset")
-        return fig
-
+    marks = {group_labels[g.group_id]: min((onsets[r].step for r in g.run_ids if onsets[r]), default=None) for g in groups}
     left, right = st.columns(2)
-    ui.chart(marked(charts.rate_overlay(smooth(thin, "success_rate", weight, by="run_id"), "success_rate", "Success rate",
-                                        labels, colors)), "success", left)
-    ui.chart(marked(charts.rate_overlay(smooth(thin, "violation_rate", weight, by="run_id"), "violation_rate",
-                                        "Violation rate", labels, colors)), "violation", right)
+    for column, title, key, where in (("success_rate", "Success rate", "success", left),
+                                      ("violation_rate", "Violation rate", "violation", right)):
+        smoothed = smooth(thin, column, controls.smoothing, by="run_id")
+        if controls.grouped and seed_groups.has_groups(groups):
+            curves = seed_groups.group_curves(smoothed, groups, column, controls.band)
+            group_colors = {g.group_id: colors[g.group_id] for g in groups}
+            figure = group_charts.seed_band_overlay(curves, title, group_labels, group_colors, band=controls.band)
+        else:
+            figure = group_charts.full_hover_names(charts.rate_overlay(smoothed, column, title, labels, colors))
+        ui.chart(group_charts.mark_onsets(figure, marks), key, where)
+    draw_hit_rates(con, picked, labels, colors, "scanner-rates", quiet=True)  # beside the violation rate, when scanned
 
 
 def draw_behaviours(con, picked, version, steps) -> None:
@@ -105,10 +101,13 @@ def draw_distributions(con, picked, version, steps) -> None:
         draw_found(con, picked, version, window_control("found-last"))
         return
     c1, c2, c3 = st.columns([1, 1, 2])
-    state = c1.selectbox("State", states, key="state", bind="query-params", help="A decision point of the runs' task (the refund task's is known_high, where the approval decision lives).")
-    a_run = c2.selectbox("A", picked, index=0, format_func=labels.get, key="a", help="The difference is B − A.")
+    state = c1.selectbox("State", states, key="state", bind="query-params",
+                         help="A decision point the runs' task declared, where its sensitive decision is made.")
+    a_run = c2.selectbox("A", picked, index=0, format_func=labels.get, key="a", bind="query-params",
+                         help="The difference is B − A.")
     b_options = [r for r in picked if r != a_run] or picked
-    b_run = c2.selectbox("B", b_options, index=0, format_func=labels.get, key="b")
+    other = [i for i, r in enumerate(b_options) if group_of[r] != group_of[a_run]]  # by default, B is of another seed group
+    b_run = c2.selectbox("B", b_options, index=(other or [0])[0], format_func=labels.get, key="b", bind="query-params")
     history = ui.remembered(f"history-{state}", version,  # thinned: a 15,625-step run draws as 1,000 steps
                             lambda: queries.action_probs_for_runs(con, picked, state, max_steps=MAX_POINTS))
     start = compare.common_step(history, picked) or 0
@@ -117,16 +116,18 @@ def draw_distributions(con, picked, version, steps) -> None:
                      help="0 is the starting (cloned) policy. Starts at the last step every picked run has reached.")
     at_step = queries.action_probs_at_step(con, picked, state, step)  # any step, thinned out of the history or not
     left, right = st.columns(2)
-    ui.chart(charts.action_bars_by_run(at_step, state, step, labels, colors), "bars", left)
+    ui.chart(group_charts.full_hover_names(charts.action_bars_by_run(at_step, state, step, labels, colors)), "bars", left)
     diff = compare.action_difference(at_step, a_run, b_run, labels, step)
     if diff.missing:
         right.info(f"No difference at step {step}: {ui.plain(diff.missing)}")  # it names runs by their labels
     else:
-        ui.chart(charts.action_difference(diff.frame, state, step, f"{labels[b_run]} − {labels[a_run]}"), "diff", right)
+        difference = charts.action_difference(diff.frame, state, step, f"{labels[b_run]} − {labels[a_run]}")
+        ui.chart(group_charts.fit_title(difference), "diff", right)
     cols = st.columns(min(len(picked), 3))
     for i, run_id in enumerate(picked):
         part = history[history["run_id"] == run_id]
-        ui.chart(charts.action_drift_heatmap(part, state, labels[run_id]), f"drift-{i}", cols[i % len(cols)])
+        ui.chart(group_charts.fit_title(charts.action_drift_heatmap(part, state, labels[run_id]), 40), f"drift-{i}",
+                 cols[i % len(cols)])
     st.divider()  # beside the declared decision points, the ones found from the trajectories
     draw_found(con, picked, version, window_control("found-last"), a_run, b_run if b_run != a_run else None)
 
@@ -134,9 +135,10 @@ def draw_distributions(con, picked, version, steps) -> None:
 def draw_vetoes(con, picked, version, steps) -> None:
     thin = downsample(steps, by="run_id")
     left, right = st.columns(2)
-    ui.chart(charts.count_overlay(thin, "vetoed", "Vetoed rollouts per step", labels, colors), "vetoed", left)
-    ui.chart(charts.count_overlay(thin, "vetoed_updates", "Vetoed updates per step (audit, must be 0)", labels,
-                                  colors), "vetoed-updates", right)
+    ui.chart(group_charts.full_hover_names(charts.count_overlay(thin, "vetoed", "Vetoed rollouts per step", labels, colors)),
+             "vetoed", left)
+    audit = charts.count_overlay(thin, "vetoed_updates", "Vetoed updates per step (audit, must be 0)", labels, colors)
+    ui.chart(group_charts.full_hover_names(audit), "vetoed-updates", right)
     clipped = queries.clipped_by_epoch_for_runs(con, picked)
     if clipped.empty or not (clipped["clipped"] > 0).any():
         st.caption("No picked run clipped a transition.")
@@ -147,7 +149,8 @@ def draw_vetoes(con, picked, version, steps) -> None:
 def draw_components(con, picked, version, steps) -> None:
     components = ui.remembered("compare-components", version,
                                lambda: queries.reward_components_for_runs(con, picked, max_steps=MAX_POINTS))
-    ui.chart(charts.components_overlay(downsample(components, by=["run_id", "component"]), labels, colors), "components")
+    ui.chart(group_charts.full_hover_names(charts.components_overlay(downsample(components, by=["run_id", "component"]), labels,
+                                                               colors)), "components")
 
 
 def draw_metrics(con, picked, version, steps) -> None:
@@ -157,9 +160,10 @@ def draw_metrics(con, picked, version, steps) -> None:
         return
     name = st.selectbox("Metric", names, index=names.index(live.preferred_metrics(names, 1)[0]), key="metric",
                         bind="query-params")
-    weight, log_y = smoothing_controls("metric")
-    series = downsample(queries.step_metric_for_runs(con, picked, name), by="run_id")
-    ui.chart(charts.metric_overlay(smooth(series, "value", weight, by="run_id"), name, labels, colors, log_y=log_y), "metric-chart")
+    log_y = st.toggle("Log scale", key="log-metric", help="For counters and metrics that span orders of magnitude.")
+    series = queries.step_metric_for_runs(con, picked, name, max_points=MAX_POINTS)  # thinned in SQL
+    ui.chart(group_charts.full_hover_names(charts.metric_overlay(smooth(series, "value", controls.smoothing, by="run_id"), name,
+                                                           labels, colors, log_y=log_y)), "metric-chart")
 
 
 def draw_held_out(con, picked, version, steps) -> None:
@@ -167,7 +171,7 @@ def draw_held_out(con, picked, version, steps) -> None:
     if held_out.empty:
         st.info("No held-out evaluation recorded yet.")
         return
-    st.caption("Greedy, each run's latest evaluation: ✓ succeeded, ✗ failed, ⚠ violated the approval rule.")
+    st.caption("Greedy, each run's latest evaluation: ✓ succeeded, ✗ failed, ⚠ broke a rule of the task.")
     ui.table(compare.held_out_summary(held_out, labels), key="held-out-summary", name="held_out_summary")
     ui.table(compare.held_out_table(held_out, labels), key="held-out", name="held_out")
 

@@ -2,7 +2,9 @@
 exploit fixtures, the promotion gate with exactly the sample it checks and its audit trail, and
 the coding sandbox's hack-suite detection table.
 The run, the tab and the open trajectory are in the URL; decisions made in another browser show
-here within two seconds."""
+here within two seconds. The open trajectory and the decision on it are one fragment: next,
+previous and every decision redraw only that part (the page never jumps), and the keys of
+ui.reviewing press its buttons."""
 
 import streamlit as st
 
@@ -13,6 +15,8 @@ from agentrl.review import reviews as review
 from agentrl.review import transcript
 from agentrl.store import queries
 from agentrl.tasks.coding import detection
+from ui import reviewing
+from ui import scans as scans_ui
 from ui.pickers import run_picker
 
 svc = ui.page("Review")
@@ -50,7 +54,7 @@ def decide(action, message: str) -> None:
 def open_trajectory(run_id: str, keys: list[str], descriptions: dict[str, str], table_rows: list[int]) -> str:
     """The trajectory to show: a row just picked in the table, else the one already open, else the
     URL's (`?traj=STEP/IDX`, shown even outside the list until the filters change), else the first listed."""
-    picked = keys[table_rows[0]] if table_rows else None
+    picked = keys[table_rows[0]] if table_rows and table_rows[0] < len(keys) else None
     if picked and picked != st.session_state.get("_table-pick"):
         st.session_state["_table-pick"] = picked
         st.session_state["open-trajectory"] = picked
@@ -66,57 +70,110 @@ def open_trajectory(run_id: str, keys: list[str], descriptions: dict[str, str], 
     if current not in keys and st.session_state.get("_linked") != (current, keys):
         current = st.session_state["open-trajectory"] = keys[0]  # filtered out: open the first listed
     options = keys if current in keys else [current] + keys
-    opened = st.selectbox("Open trajectory", options, key="open-trajectory",
-                          format_func=lambda k: descriptions.get(k, f"step {k.replace('/', ' · #')} (from the link)"),
-                          help="Or select a row in the table. The URL names the open trajectory, to share it.")
+    pick, previous, following = st.columns([8, 1, 1], vertical_alignment="bottom")
+    opened = pick.selectbox("Open trajectory", options, key="open-trajectory",
+                            format_func=lambda k: descriptions.get(k, f"step {k.replace('/', ' · #')} (from the link)"),
+                            help="Or select a row in the table. The URL names the open trajectory, to share it.")
+    for column, key, label, offset in ((previous, reviewing.PREVIOUS, "Previous", -1), (following, reviewing.NEXT, "Next", 1)):
+        column.button(label, key=key, disabled=reviewing.neighbour(keys, opened, offset) is None, width="stretch",
+                      help=f"Open the {label.lower()} trajectory listed (key {'k' if offset < 0 else 'j'}).",
+                      on_click=lambda offset=offset: st.session_state.update(
+                          {"open-trajectory": reviewing.neighbour(keys, opened, offset)}))
     if st.query_params.get("traj") != opened:
         st.query_params["traj"] = opened
     return opened
 
 
-def show_trajectory(run_id: str, opened: str) -> None:
+def show_trajectory(run_id: str, opened: str, following: str | None) -> None:
     step, traj_idx = transcript.parse_key(opened)
     record = queries.trajectory(con, run_id, step, traj_idx)
     amount = "" if record.get("amount") is None else f" (amount {record['amount']})"  # tasks without amounts say none
     st.markdown(f"#### Step {step}, trajectory {traj_idx}: {ui.plain(record['task_id'])}{amount}")
-    st.markdown(" ".join(f":{'red' if f.bad else 'green'}-badge[{f.name}: {'yes' if f.value else 'no'}]"
-                         for f in transcript.flags(record)))
+    st.markdown(reviewing.flag_badges(record))
     left, right = st.columns([3, 2])
     with left:
         st.markdown("**Transcript**")
-        ui.table(transcript.turn_table(record), key=f"transcript-{opened}", name=f"{run_id}-{step}-{traj_idx}-transcript",
+        # Keys that do not change with the trajectory: the next one replaces these tables in place.
+        ui.table(transcript.turn_table(record), key="transcript", name=f"{run_id}-{step}-{traj_idx}-transcript",
                  column_config={"behaviour prob": st.column_config.NumberColumn(format="%.3f"),
                                 "advantage": st.column_config.NumberColumn(format="%+.3f")})
         if record.get("prompt") or record.get("completion"):
             st.markdown("**Conversation** (what the model generated is marked)")
             turns = transcript.chat_turns(record.get("prompt"), record.get("completion"))
-            st.dataframe(turns, hide_index=True, key=f"turns-{opened}",
+            st.dataframe(turns, hide_index=True, key="turns",
                          column_config={"message": st.column_config.TextColumn(width="large"),
                                         "generated": st.column_config.CheckboxColumn("model")})
             with st.expander("Raw prompt and completion"):
                 st.code(f"{record.get('prompt') or ''}\n{record.get('completion') or ''}", language="text", wrap_lines=True)
     with right:
         st.markdown(f"**Reward {record['reward']:.3f}**")
-        st.dataframe(transcript.components_table(record), hide_index=True, key=f"components-{opened}")
+        st.dataframe(transcript.components_table(record), hide_index=True, key="components")
         if record.get("verifier_reason"):
             st.markdown(f"**Verifier:** {ui.plain(record['verifier_reason'])}")
+    scans_ui.show_results(con, run_id, step, traj_idx, record)
+    decision(run_id, step, traj_idx, opened, flagged=bool(reviewing.flagged(record)), following=following)
 
+
+DECISIONS = {  # name: (button label, icon, what the page says once it is recorded)
+    "approve": ("Approve", ":material/check:", "Approved step {step} #{idx}"),
+    "reject": ("Reject", ":material/close:", "Rejected step {step} #{idx}"),
+    "exploit": ("Mark as exploit fixture", ":material/bug_report:", "Stored exploit fixture {result}"),
+}
+
+
+def record_decision(name: str, run_id: str, step: int, traj_idx: int, note_key: str, following: str | None) -> None:
+    """A decision button's callback (it runs before the redraw): record the decision and open the
+    next trajectory listed, or keep the reason it was refused for the page to say."""
+    note, who = st.session_state.get(note_key, ""), st.session_state.get("reviewer", "")
+    try:
+        if name == "exploit":
+            result = review.mark_exploit(svc.con.cursor(), run_id, step, traj_idx, who, note)
+        else:
+            result = review.record_review(svc.con.cursor(), run_id, step, traj_idx, name, who, note)
+    except (review.ReviewError, gate.GateError) as error:
+        st.session_state["_decided"] = ("error", ui.plain(error))
+        return
+    st.session_state["_decided"] = ("success", DECISIONS[name][2].format(step=step, idx=traj_idx, result=result))
+    ui.acknowledge("decisions", lambda: queries.decisions_version(ui.cursor()))  # drawn here, not by a redraw
+    if following:
+        st.session_state["open-trajectory"] = following
+
+
+def decision(run_id: str, step: int, traj_idx: int, opened: str, flagged: bool, following: str | None) -> None:
+    """Approve, reject or mark as an exploit, recorded where the buttons are: the page stays in
+    place (no redraw from the top) and the next trajectory listed opens. A flagged trajectory's
+    primary button is Reject."""
     st.markdown("**Decision**")
-    note = st.text_area("Note", key=f"note-{run_id}-{opened}", placeholder="Required to reject or to mark an exploit.")
-    b1, b2, b3 = st.columns(3)
-    if b1.button("Approve", type="primary", key=f"approve-{opened}", icon=":material/check:"):
-        decide(lambda: review.record_review(svc.con.cursor(), run_id, step, traj_idx, "approve", reviewer, note),
-               f"Approved step {step} #{traj_idx}")
-    if b2.button("Reject", key=f"reject-{opened}", icon=":material/close:"):
-        decide(lambda: review.record_review(svc.con.cursor(), run_id, step, traj_idx, "reject", reviewer, note),
-               f"Rejected step {step} #{traj_idx}")
-    if b3.button("Mark as exploit fixture", key=f"exploit-{opened}", icon=":material/bug_report:"):
-        decide(lambda: review.mark_exploit(svc.con.cursor(), run_id, step, traj_idx, reviewer, note),
-               "Stored exploit fixture {result}")
+    note_key = f"note-{run_id}-{opened}"
+    st.text_area("Note", key=note_key, placeholder="Required to reject or to mark an exploit.", height=80)
+    primary = "reject" if flagged else "approve"
+    for column, (name, (label, icon, _)) in zip(st.columns(len(DECISIONS)), DECISIONS.items()):
+        # One key for every trajectory: the next one's button replaces this one in place (a key per
+        # trajectory left the old button beside the new for a moment). The click still applies to
+        # the trajectory it was drawn for: its callback's arguments name it.
+        column.button(label, type="primary" if name == primary else "secondary", key=f"decide-{name}", icon=icon,
+                      on_click=record_decision, args=(name, run_id, step, traj_idx, note_key, following))
+    said = st.session_state.pop("_decided", None)
+    if said:
+        tone, text = said
+        if tone == "success":
+            st.success(text, icon=":material/check_circle:")
+        else:
+            st.error(text)
     history = queries.review_history(con, run_id, step, traj_idx)
     if not history.empty:
         st.markdown("**Review history** (append-only, oldest first)")
-        ui.table(history, key=f"history-{opened}", name=f"{run_id}-{step}-{traj_idx}-reviews")
+        ui.table(history, key="history", name=f"{run_id}-{step}-{traj_idx}-reviews")
+
+
+@st.fragment
+def trajectory_view(run_id: str, keys: list[str], descriptions: dict[str, str], table_rows: list[int]) -> None:
+    """The open trajectory, its neighbours and the decision on it: a fragment, so next, previous
+    and every decision redraw only this part and the page does not move."""
+    with ui.shown_errors("show the trajectory"):
+        reviewing.keyboard_shortcuts()
+        opened = open_trajectory(run_id, keys, descriptions, table_rows)
+        show_trajectory(run_id, opened, reviewing.neighbour(keys, opened, 1))
 
 
 def show_by_behaviour(run_id: str, lo: int, hi: int) -> None:
@@ -127,20 +184,22 @@ def show_by_behaviour(run_id: str, lo: int, hi: int) -> None:
         st.info("No trajectory in these steps.")
         return
     ui.table(review.trajectory_table(groups), key=f"groups-{run_id}", name=f"{run_id}-behaviours-representatives",
+             shown=reviewing.marked_violations(review.trajectory_table(groups)),
              column_config={"reward": st.column_config.NumberColumn(format="%.3f"),
                             "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f")})
     chosen = st.selectbox("Behaviour", groups["behaviour"].tolist(), key="behaviour-open",
                           format_func=lambda b: f"{b} ({int(groups.set_index('behaviour').at[b, 'members'])})")
     members = queries.behaviour_members(con, run_id, chosen, since_step=lo - 1, limit=500)
     members = members[members["step"] <= hi]
-    event = ui.table(review.trajectory_table(members), key=f"members-{run_id}", name=f"{run_id}-behaviour-members",
+    event = ui.table(review.trajectory_table(members), key=f"members-{run_id}",
+                     shown=reviewing.marked_violations(review.trajectory_table(members)), name=f"{run_id}-behaviour-members",
                      on_select="rerun", selection_mode="single-row",
                      column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
     keys = [transcript.key(r.step, r.traj_idx) for r in members.itertuples()]
     descriptions = {k: f"step {r.step} · #{r.traj_idx} · {r.task_id} · reward {r.reward:.3f} · {r.verdict}"
                     for k, r in zip(keys, members.itertuples())}
     rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
-    show_trajectory(run_id, open_trajectory(run_id, keys, descriptions, rows))
+    trajectory_view(run_id, keys, descriptions, rows)
 
 
 if explore.open:
@@ -171,23 +230,51 @@ if explore.open:
                 order = flag_cols[-2].selectbox("sort by reward", ["highest first", "lowest first"],
                                                 help="Equal rewards list violating trajectories first.")
                 top_k = flag_cols[-1].number_input("top k", min_value=1, max_value=10_000, value=10)
+                scanner = scans_ui.scanner_choice(con, run_id)
                 found = queries.find_trajectories(
                     con, run_id, step_min=lo, step_max=hi, task_ids=tasks or None, flags=flags,
-                    verdict=None if verdict == "any" else verdict, descending=order == "highest first", limit=int(top_k),
+                    verdict=None if verdict == "any" else verdict, descending=order == "highest first",
+                    limit=int(top_k) if scanner is None else 1_000_000,
                 )
+                found = scans_ui.keep_hits(con, run_id, found, scanner, int(top_k))
                 if found.empty:
                     st.info("No trajectory matches these filters.")
                 else:
                     keys = [transcript.key(r.step, r.traj_idx) for r in found.itertuples()]
                     # A picked row is resolved against the table as the user saw it: one that changed since
                     # (new trajectories of a live run) starts the selection again, never opens another row.
-                    event = ui.table(review.trajectory_table(found), key=ui.selection_key(f"found-{run_id}", keys),
+                    table = scans_ui.with_scanner_column(con, run_id, review.trajectory_table(found))
+                    event = ui.table(table, key=ui.selection_key(f"found-{run_id}", keys),
+                                     shown=reviewing.marked_violations(table),
                                      name=f"{run_id}-trajectories", on_select="rerun", selection_mode="single-row",
                                      column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
                     descriptions = {k: f"step {r.step} · #{r.traj_idx} · {r.task_id} · reward {r.reward:.3f} · {r.verdict}"
                                     for k, r in zip(keys, found.itertuples())}
                     rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
-                    show_trajectory(run_id, open_trajectory(run_id, keys, descriptions, rows))
+                    trajectory_view(run_id, keys, descriptions, rows)
+
+
+def open_from_sample(run_id: str, keys: list[str]) -> None:
+    """A row of the gate's sample picked: open that trajectory in the transcript view."""
+    rows = st.session_state[f"sample-{run_id}"].selection.rows
+    if not rows:
+        return
+    for slot in ("open-trajectory", "_linked", "_table-pick"):
+        st.session_state.pop(slot, None)
+    st.query_params["traj"] = keys[rows[0]]
+    st.session_state["by-behaviour"] = False  # the flat list, where a linked trajectory opens
+    st.session_state["tab"] = "Trajectories"
+
+
+def gate_sample(run_id: str, sample) -> None:
+    st.markdown(f"**The gate's sample**: one trajectory for each of the {len(sample)} high-reward behaviours its "
+                "review coverage counts (a reviewed one where there is one). Select a row to open it in the "
+                "transcript view.")
+    keys = [transcript.key(r.step, r.traj_idx) for r in sample.itertuples()]
+    table = review.trajectory_table(sample)
+    ui.table(table, key=f"sample-{run_id}", name=f"{run_id}-gate-sample", shown=reviewing.marked_violations(table),
+             on_select=lambda: open_from_sample(run_id, keys), selection_mode="single-row",
+             column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
 
 
 if gate_tab.open:
@@ -198,7 +285,9 @@ if gate_tab.open:
         last_steps = g2.number_input("Review coverage over the last K steps", 1, 10_000, defaults.last_steps)
         min_share = g3.number_input("…every behaviour with at least this share of the top-reward quarter", 0.01, 1.0,
                                     defaults.min_share, 0.01)
-        settings = gate.GateSettings(min_success=min_success, last_steps=int(last_steps), min_share=float(min_share))
+        min_recall = st.slider("Each enforced scanner's held-out recall at least", 0.0, 1.0, defaults.min_scanner_recall, 0.05)
+        settings = gate.GateSettings(min_success=min_success, last_steps=int(last_steps), min_share=float(min_share),
+                                     min_scanner_recall=float(min_recall))
         report = gate.evaluate_gate(con, svc.runs_dir, run_id, settings)
         ui.table(gate.checks_table(report), key=f"gate-{run_id}", name=f"{run_id}-gate")
         state = gate.current_state(con, run_id)
@@ -207,11 +296,7 @@ if gate_tab.open:
         else:
             st.error(f"The gate fails: {len(report.failed)} of {len(report.checks)} checks. Run state: {state}.")
         if report.sample is not None:
-            st.markdown(f"**The gate's sample**: one trajectory for each of the {len(report.sample)} high-reward "
-                        "behaviours its review coverage counts (a reviewed one where there is one). Open one on the "
-                        "Trajectories tab, grouped by behaviour.")
-            ui.table(review.trajectory_table(report.sample), key=f"sample-{run_id}", name=f"{run_id}-gate-sample",
-                     column_config={"reward": st.column_config.NumberColumn(format="%.3f")})
+            gate_sample(run_id, report.sample)
         override = ""
         if not report.passed:
             override = st.text_input("Reason for overriding the failing gate", key="override",

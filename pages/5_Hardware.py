@@ -1,7 +1,13 @@
 """Hardware: the machine now, a run's process-tree memory and CPU (psutil), GPU memory when the run
-used one, and its memory budget estimate against what it measured. The run is in the URL."""
+used one, and its memory budget estimate against what it measured, all in GB. The run is in the
+URL; its charts refresh without a blank frame (ui.buffered)."""
 
 import streamlit as st
+
+# Drawn before the imports below: on the first visit after the dashboard starts they take seconds,
+# and the tab would be blank until then.
+st.set_page_config(page_title="Hardware · agentrl", layout="wide")
+st.title("Hardware")
 
 import ui
 from agentrl import charts
@@ -9,10 +15,11 @@ from agentrl.analysis import hardware as hw
 from agentrl.analysis.live import is_active
 from agentrl.analysis.series import downsample
 from agentrl.store import queries
+from ui import buffered
 from ui.pickers import run_picker
 
 svc = ui.page("Hardware")
-st.title("Hardware")
+buffered.install()
 
 
 @st.fragment(run_every=ui.LIVE_REFRESH_S * 2)
@@ -51,14 +58,15 @@ def hardware_panel(run_id: str) -> None:
         n[3].metric("samples", memory.samples)
         thin = downsample(samples)
         left, right = st.columns(2)
-        ui.chart(ui.remembered(f"hw-mem-{run_id}", version, lambda: charts.memory_usage(thin, hw.estimate_total(budget))), "memory", left)
-        ui.chart(ui.remembered(f"hw-cpu-{run_id}", version, lambda: charts.cpu_usage(thin, hw.cores())), "cpu", right)
+        buffered.chart(ui.remembered(f"hw-mem-{run_id}", version, lambda: charts.memory_usage(
+            thin, hw.estimate_total(budget))), "hw-memory", left)
+        buffered.chart(ui.remembered(f"hw-cpu-{run_id}", version, lambda: charts.cpu_usage(thin, hw.cores())), "hw-cpu", right)
         if budget.empty:
             st.caption("This run recorded no memory budget (tabular runs need none; language-model runs record "
                        "their estimate at start and their measured peak at the end).")
         else:
             left, right = st.columns([3, 2])
-            ui.chart(charts.budget_against_measured(budget), "budget", left)
+            buffered.chart(charts.budget_against_measured(budget), "hw-budget", left)
             with right:
                 ui.table(hw.budget_table(budget), key=f"budget-{run_id}", name=f"{run_id}-budget")
             gpus = hw.gpu_by_rank(budget)

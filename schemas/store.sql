@@ -26,6 +26,9 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS project VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS tags VARCHAR[];
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS notes VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS summary JSON;
+-- The runs one click on Launch started together (a pair, N seeds, or N seeds of a pair) share an
+-- id: Compare's default is the newest such launch, never an unrelated run with an equal config.
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS launch_group VARCHAR;
 
 -- One row per training round / optimiser step, numbered from 1.
 CREATE TABLE IF NOT EXISTS steps (

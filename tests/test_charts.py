@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from agentrl import charts
+from agentrl import behaviour_charts, charts
 
 
 def _marked(step: int, steps) -> go.Figure:
@@ -45,16 +45,59 @@ def test_a_run_with_one_hardware_sample_is_drawn_on_a_minute_of_time():
 
 def test_behaviour_shares_stack_each_behaviour_in_its_own_colour_on_every_chart():
     shares = pd.DataFrame({"step": [1, 1, 2, 2], "behaviour": ["a > b", "c", "a > b", "c"], "share": [0.75, 0.25, 0.5, 0.5]})
-    fig = charts.behaviour_shares(shares, unverified={"c"})
+    fig = behaviour_charts.behaviour_shares(shares, unverified={"c"})
     assert [t.name for t in fig.data] == ["a > b", "⚠ c"]  # most common at the bottom; unverified marked
     assert all(t.stackgroup == "one" for t in fig.data)
-    again = charts.behaviour_shares(shares[shares["behaviour"] == "c"])
-    assert again.data[0].line.color == fig.data[1].line.color == charts.behaviour_color("c")
-    assert len({charts.behaviour_color(b) for b in ("lookup > refund > finish", "refund > finish",
+    again = behaviour_charts.behaviour_shares(shares[shares["behaviour"] == "c"])
+    assert again.data[0].line.color == fig.data[1].line.color == behaviour_charts.behaviour_color("c")
+    assert len({behaviour_charts.behaviour_color(b) for b in ("lookup > refund > finish", "refund > finish",
                                                     "lookup > request_approval > refund > finish")}) == 3
 
 
 def test_divergence_bars_rank_states_by_weighted_divergence():
     found = pd.DataFrame({"state": ["s1", "s2"], "js": [0.5, 0.9], "weight": [1.0, 0.1]})
-    fig = charts.divergence_bars(found, "found")
+    fig = behaviour_charts.divergence_bars(found, "found")
     assert list(fig.data[0].y) == ["s2", "s1"] and list(fig.data[0].x) == [0.9 * 0.1, 0.5]  # the largest on top
+
+
+def test_scanner_hit_rates_draw_each_scanner_beside_the_runs_violation_rate():
+    rates = pd.DataFrame({"run_id": ["a"] * 4, "step": [1, 2, 1, 2], "scanner": ["forced"] * 2 + ["repeat"] * 2,
+                          "hit_rate": [0.5, 0.25, 0.0, 0.1], "violation_rate": [0.1, 0.2, 0.1, 0.2]})
+    fig = behaviour_charts.scanner_hit_rates(rates, {"a": "run a"})
+    assert [t.name for t in fig.data] == ["run a: forced hits", "run a: repeat hits", "run a: violations"]
+    assert list(fig.data[0].y) == [0.5, 0.25] and list(fig.data[2].y) == [0.1, 0.2] and fig.data[2].line.dash == "dot"
+
+
+def test_engine_metrics_are_small_multiples_each_on_its_own_y_axis_sharing_one_x_axis():
+    # Issue 29: on one y axis, a loss near 10 flattened the entropy near 0.
+    series = pd.DataFrame({"step": [1, 2, 3] * 2, "name": ["entropy"] * 3 + ["loss"] * 3,
+                           "value": [0.1, 0.05, 0.01, 9.0, 8.0, 7.0]})
+    fig = charts.metric_curves(series)
+    assert [(t.name, t.yaxis) for t in fig.data] == [("entropy", "y"), ("loss", "y2")]
+    assert fig.layout.xaxis.matches == "x2" and fig.layout.hoversubplots == "axis"  # zoom and hover in step
+    assert fig.layout.yaxis.domain != fig.layout.yaxis2.domain
+
+
+def test_success_and_violation_differ_in_colour_for_colour_blind_readers_and_in_line_style():
+    steps = pd.DataFrame({"step": [1, 2], "success_rate": [0.5, 1.0], "violation_rate": [0.0, 0.5]})
+    success, violation = charts.rates_curve(steps).data
+    assert (success.line.color, violation.line.color) == (charts.OKABE_ITO["bluish_green"], charts.OKABE_ITO["vermillion"])
+    assert (success.line.dash, violation.line.dash) == ("solid", "dash")
+    timed = charts.rates_curve(steps.assign(elapsed_s=[0.5, 1.5]), x="elapsed_s")
+    assert list(timed.data[0].x) == [0.5, 1.5] and timed.layout.xaxis.title.text.startswith("time since")
+
+
+def test_memory_is_drawn_in_gb_as_its_budget():
+    samples = pd.DataFrame({"ts": pd.date_range("2026-12-01", periods=3, freq="min"), "rss_bytes": [2e9] * 3,
+                            "gpu_allocated_bytes": [None] * 3})
+    fig = charts.memory_usage(samples, budget_bytes=3e9)
+    assert list(fig.data[0].y) == [2.0] * 3 and fig.layout.shapes[0].y0 == 3.0 and fig.layout.yaxis.title.text == "GB"
+
+
+def test_reward_components_of_several_runs_keep_the_component_colour_and_tell_runs_by_dash():
+    components = pd.DataFrame({"run_id": ["a", "a", "b", "b"], "step": [1, 1, 1, 1],
+                               "component": ["outcome", "step_cost"] * 2, "value": [1.0, -0.1, 0.5, -0.2]})
+    fig = charts.components_overlay(components, {"a": "run A", "b": "run B"})
+    drawn = {t.name: (t.line.color, t.line.dash) for t in fig.data if t.showlegend is False}
+    assert drawn["run A: outcome"][0] == drawn["run B: outcome"][0] == charts.component_color("outcome")
+    assert drawn["run A: outcome"][1] == drawn["run A: step_cost"][1] != drawn["run B: outcome"][1]

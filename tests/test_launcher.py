@@ -263,3 +263,18 @@ def test_pair_configs_are_the_same_settings_with_each_scorer():
     assert (outcome.name, outcome.scorer, guarded.name, guarded.scorer) == ("refund-outcome", "outcome", "refund-guarded", "guarded")
     assert outcome.model_dump(exclude={"name", "scorer"}) == guarded.model_dump(exclude={"name", "scorer"})
     assert outcome.rounds == 7
+
+
+def test_seed_configs_are_the_config_at_consecutive_seeds_each_named_by_its_seed():
+    from agentrl.config import ConfigError
+    from agentrl.launcher import MAX_SEEDS, seed_configs
+
+    config = load_preset("refund-outcome", seed=7)
+    assert seed_configs(config, 1) == [config]
+    three = seed_configs(config, 3)
+    assert [(c.seed, c.name) for c in three] == [(7, "refund-outcome-seed7"), (8, "refund-outcome-seed8"),
+                                                 (9, "refund-outcome-seed9")]
+    assert {c.model_dump_json(exclude={"seed", "name"}) for c in three} == {config.model_dump_json(exclude={"seed", "name"})}
+    assert len(seed_configs(config.model_copy(update={"name": "n" * 80}), 2)[1].name) == 80
+    with pytest.raises(ConfigError, match=f"from 1 to {MAX_SEEDS}"):
+        seed_configs(config, MAX_SEEDS + 1)

@@ -34,7 +34,7 @@ import types
 import psutil
 import pytest
 
-from helpers import REPO_ROOT, store_rows, wait_for
+from helpers import REPO_ROOT, agentrl, store_rows, wait_for
 from agentrl.cli import main
 from agentrl.config import ConfigError, make_config
 from agentrl.engines.tabular.fleet import RolloutFleet
@@ -114,6 +114,44 @@ def test_an_unknown_backend_is_refused_in_one_line(runs_dir, monkeypatch):
     assert not runs_dir.exists()
     with pytest.raises(ConfigError, match="fleet_backend"):
         make_config(workers=2, fleet_backend="dask")
+
+
+@pytest.mark.parametrize("text", ["agentrl_worker", '{"agentrl_worker": 0}', '["agentrl_worker"]', '{"w": true}', "{}"])
+def test_ray_resources_that_are_not_a_json_object_of_positive_amounts_are_one_line(runs_dir, monkeypatch, text):
+    monkeypatch.setenv("AGENTRL_RAY_RESOURCES", text)
+    _, err, code = run_main(["launch", "--backend", "ray", "--preset", "refund-outcome", "--runs-dir", str(runs_dir)])
+    assert code == 2 and err.splitlines() == [f"error: AGENTRL_RAY_RESOURCES={text!r} is not a JSON object of resource "
+                                              'names and positive amounts, such as {"agentrl_worker": 1}']
+    assert not runs_dir.exists()
+    monkeypatch.setenv("AGENTRL_RAY_RESOURCES", '{"agentrl_worker": 1}')
+    assert Launcher.from_environment(runs_dir, backend="ray").ray_resources == {"agentrl_worker": 1.0}
+
+
+def test_a_run_id_from_a_launcher_elsewhere_makes_its_folder_here_only_behind_an_object_store(tmp_path, monkeypatch):
+    """What a Ray job on a node that shares only the chunks URL runs: the folder is made here, with that id."""
+    monkeypatch.setenv("AGENTRL_CHUNKS_URL", "")  # `train` in this process sets it: put back as it was after the test
+    config = make_config(name="sent", rounds=1, probe_every=0).to_json()
+    url = "memory://agentrl-sent/runs"  # an object store of this process: it publishes, as s3:// does
+    result = agentrl("train", "--config-json", config, "--run-id", "20260101-000000-sent-0001", "--chunks-url", url,
+                     "--no-ingest", "--quiet", "--runs-dir", tmp_path / "node")
+    assert result.returncode == 0, result.stderr
+    meta = read_json(tmp_path / "node" / "20260101-000000-sent-0001" / "run.json")
+    assert meta["name"] == "sent" and meta["chunks_url"] == f"{url}/20260101-000000-sent-0001"
+    # Refusals come before anything runs (in this process: no run is forked).
+    _, err, code = run_main(["train", "--config-json", config, "--run-id", "20260101-000000-sent-0002",
+                             "--runs-dir", str(tmp_path / "node")])
+    assert code == 2 and err.splitlines() == [
+        f"error: --run-id '20260101-000000-sent-0002': no run.json in {tmp_path / 'node' / '20260101-000000-sent-0002'}"]
+    _, err, code = run_main(["train", "--config-json", config, "--run-id", "../escape", "--chunks-url", url,
+                             "--runs-dir", str(tmp_path / "node")])
+    assert code == 2 and err.splitlines() == ["error: --run-id '../escape' cannot name a run folder; use letters, digits, '.', '_' and '-'"]
+    # A node whose runs directory is the launcher's own finds the launcher's copy of the run there: refused.
+    head = create_run_dir(tmp_path / "head", "20260101-000000-sent-0003",
+                          {"run_id": "20260101-000000-sent-0003", "name": "sent", "published_at": url})
+    _, err, code = run_main(["train", "--config-json", config, "--run-id", head.run_id, "--chunks-url", url,
+                             "--runs-dir", str(tmp_path / "head")])
+    assert code == 2 and len(err.splitlines()) == 1 and "is the launcher's copy of this run" in err, err
+    assert (head.status() or {})["status"] == "queued"
 
 
 @needs_ray

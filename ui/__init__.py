@@ -7,7 +7,7 @@ ingests new chunks, assigns new runs their colour and samples the machine's CPU 
 second. Pages query through `cursor()` (one DuckDB cursor per call, so Streamlit's script threads
 never share one). The run pickers every page shares live in `ui.pickers`; the Launch form in
 `ui.forms`; who may see and act on the dashboard in `ui.guard` (installed by this import, before
-any page is drawn); user text shown as typed in `ui.text`.
+any page is drawn); user text shown as typed in `ui.text`; Review's keys and badges in `ui.reviewing`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from agentrl.store.db import (
 from agentrl.store.ingest import BackgroundIngest, Ingestor, connect
 from agentrl.store.maintenance import Maintenance
 from agentrl.store.watch import CommitWatch
-from ui import guard
+from ui import guard, home_label
 from ui.text import plain
 
 guard.install()  # a plain `streamlit run app.py` is guarded from the first page view on
@@ -181,6 +181,7 @@ def page(title: str) -> Services | None:
     # stale element after half a second): panels drawn inside `steady()` never fade.
     st.html("<style>[class*='st-key-steady'] [data-stale='true'], [data-stale='true']:has([class*='st-key-steady'])"
             " { opacity: 1 !important; transition: none !important; }</style>")
+    home_label.install()  # "Runs", not "app", in the sidebar
     with st.sidebar:
         st.caption(f"Runs directory: {plain(svc.runs_dir)}")
         if not may_act():
@@ -244,11 +245,12 @@ def allowed(what: str) -> bool:
     return False
 
 
-def table(df, key: str, name: str, **dataframe_kwargs):
-    """A table view with CSV and Parquet downloads of exactly what it shows."""
+def table(df, key: str, name: str, shown=None, **dataframe_kwargs):
+    """A table view with CSV and Parquet downloads of exactly what it shows (`shown`, when given,
+    is how it shows `df`: a Styler of it, or its cells as words)."""
     from agentrl.store.export import frame_to_bytes
 
-    event = st.dataframe(df, hide_index=True, key=key, **dataframe_kwargs)
+    event = st.dataframe(df if shown is None else shown, hide_index=True, key=key, **dataframe_kwargs)
     row = st.container(horizontal=True)
     with shown_errors("prepare the download"):
         row.download_button("CSV", frame_to_bytes(df, "csv"), file_name=f"{name}.csv", mime="text/csv",
@@ -302,9 +304,12 @@ def flash(message: str) -> None:
 
 
 def show_flash() -> None:
+    """The message `flash` left, in a slot drawn on every run: the elements below keep their
+    places in the page, so a table keeps its sort and selection across the redraw."""
+    slot = st.empty()
     message = st.session_state.pop("_flash", None)
     if message:
-        st.success(message, icon=":material/check_circle:")
+        slot.success(message, icon=":material/check_circle:")
 
 
 def stop_without_runs(runs, message: str = "No runs yet. Start one on the Launch page.") -> None:
@@ -364,6 +369,11 @@ def watch(name: str, version, interval: float = 2.0) -> None:
             st.rerun(scope="app")
 
     _watch()
+
+
+def acknowledge(name: str, version) -> None:
+    """This session's own change, redrawn in place: the watch `name` need not redraw the page for it."""
+    st.session_state[f"_watch-{name}"] = version()
 
 
 def watch_decisions(interval: float = 2.0) -> None:

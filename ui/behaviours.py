@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 import ui
-from agentrl import charts
+from agentrl import behaviour_charts
 from agentrl.analysis import behaviours
 from agentrl.analysis.series import MAX_POINTS
 from agentrl.store import queries
@@ -30,7 +30,7 @@ def draw_run_behaviours(con, run_id: str, version, last: int, label: str | None 
         st.caption(f"{label or 'This run'} has no trajectories yet.")
         return
     unverified = set(table.loc[table["unverified"], "behaviour"])
-    figure = ui.remembered(f"{key}-chart-{run_id}", (version, last), lambda: charts.behaviour_shares(
+    figure = ui.remembered(f"{key}-chart-{run_id}", (version, last), lambda: behaviour_charts.behaviour_shares(
         behaviours.lump_shares(queries.behaviour_step_shares(con, [run_id], max_steps=MAX_POINTS), KEEP),
         title=f"{label}: behaviours per step" if label else "Behaviours: share of each step's trajectories",
         unverified=unverified, title_color=color))
@@ -65,7 +65,7 @@ def draw_found_divergence(con, run_a: str, run_b: str, labels: dict[str, str], v
                "Jensen–Shannon divergence of their next-action distributions in bits × the smaller of the two "
                "runs' visit shares. Found from the trajectories: no decision point needs declaring.")
     left, right = st.columns([2, 3])
-    ui.chart(charts.divergence_bars(found, "Where the runs' next actions differ"), "found-divergence", left)
+    ui.chart(behaviour_charts.divergence_bars(found, "Where the runs' next actions differ"), "found-divergence", left)
 
     def dist(probs: dict) -> str:
         return ", ".join(f"{a} {p:.2f}" for a, p in sorted(probs.items(), key=lambda item: -item[1]))

@@ -1,11 +1,13 @@
 """The runs table of the home page: filtering the run list and laying it out with each run's final
-figures and links to its pages.
+figures, the config values that tell its runs apart (the fields each engine names in its
+`table_fields`), and links to its pages.
 
 queries.list_runs -> **analysis.runs** -> home page. Pure functions on the `list_runs` frame.
 """
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -46,20 +48,70 @@ def onset_cell(onset) -> str:
     return "" if onset is None else f"step {onset.step} · {onset.signal}"
 
 
-def runs_table(runs: pd.DataFrame, onsets: dict | None = None) -> pd.DataFrame:
-    """The runs as the home page lists them: identity, progress, final figures, the hacking onset
-    (`agentrl.monitor.store_onset` of each run, when given), tags, note and a link to each page
-    of the run."""
+# Column names of config fields where the field's own name would not read as one.
+CONFIG_HEADERS = {"lr": "learning rate", "group_size": "group size", "lm.model": "model"}
+
+
+def _field(config: dict, path: str):
+    value = config
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
+
+
+def config_columns(runs: pd.DataFrame, configs: dict[str, str]) -> pd.DataFrame:
+    """One column per config field that the engines of `runs` show (their `table_fields`, in the
+    order first named), one row per run: that run's value, blank where its engine has no such
+    field. `configs`: each run's config JSON (`queries.config_texts`)."""
+    from agentrl.engines.registry import UnknownEngineError, get_engine
+
+    fields: list[str] = []
+    for kind in runs["kind"].unique():
+        try:
+            named = get_engine(kind).table_fields
+        except UnknownEngineError:
+            named = ("seed",)
+        fields += [f for f in named if f not in fields]
+    parsed = {}
+    for run_id, text in configs.items():
+        try:
+            parsed[run_id] = json.loads(text) if text else {}
+        except (TypeError, ValueError):
+            parsed[run_id] = {}
+    columns = {}
+    for name in fields:
+        values = []
+        for run_id, kind in zip(runs["run_id"], runs["kind"]):
+            try:
+                shown = name in get_engine(kind).table_fields
+            except UnknownEngineError:
+                shown = name == "seed"
+            values.append(_field(parsed.get(run_id, {}), name) if shown else None)
+        columns[CONFIG_HEADERS.get(name, name.replace("_", " "))] = values
+    return pd.DataFrame(columns, index=runs.index)
+
+
+def runs_table(runs: pd.DataFrame, onsets: dict | None = None, configs: dict[str, str] | None = None) -> pd.DataFrame:
+    """The runs as the home page lists them: identity (name, status, when created), progress,
+    final figures, the hacking onset (`agentrl.monitor.store_onset` of each run, when given), the
+    config values its engine shows (when `configs` are given), the run id, links to each page of
+    the run, tags and note."""
     onsets = onsets or {}
     table = pd.DataFrame({
         "run": "●",
         "name": runs["name"],
         "status": runs["status"],
+        "created_at": runs["created_at"],
         "steps": [f"{int(d)}/{int(t) if pd.notna(t) else '?'}" for d, t in zip(runs["steps_done"], runs["total_steps"])],
         "final success": runs["final_success"],
         "final violation": runs["final_violation"],
         "held-out success": runs["held_out_success"],
         "onset": [onset_cell(onsets.get(r)) for r in runs["run_id"]],
+    })
+    if configs is not None:
+        table = pd.concat([table, config_columns(runs, configs)], axis=1)
+    table = table.assign(**{
+        "run_id": runs["run_id"],
         "live": [page_url("Live", [r]) for r in runs["run_id"]],
         "review": [page_url("Review", [r]) for r in runs["run_id"]],
         "tags": [", ".join(list(t) if t is not None else []) for t in runs["tags"]],
@@ -68,8 +120,6 @@ def runs_table(runs: pd.DataFrame, onsets: dict | None = None) -> pd.DataFrame:
         "scorer": runs["scorer"],
         "kind": runs["kind"],
         "hardware": [page_url("Hardware", [r]) for r in runs["run_id"]],
-        "created_at": runs["created_at"],
-        "run_id": runs["run_id"],
         "error": runs["error"],
     })
     return table.reset_index(drop=True)

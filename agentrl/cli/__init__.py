@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 
 from agentrl.cli import (behaviour_commands, bench_commands, import_commands, launch_commands, lm_commands, monitor_commands,
-                         review_commands, run_commands, store_commands)
+                         review_commands, run_commands, scan_commands, store_commands)
 from agentrl.cli.common import UsageError
 from agentrl.config import ConfigError
 from agentrl.record.rundir import RunsDirError
 
 COMMAND_MODULES = (run_commands, launch_commands, store_commands, review_commands, behaviour_commands, lm_commands,
-                   monitor_commands, import_commands, bench_commands)
+                   monitor_commands, import_commands, bench_commands, scan_commands)
 
 
 BROKEN_PIPE_EXIT = 128 + 13  # what a shell reports for a command ended by SIGPIPE

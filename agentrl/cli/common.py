@@ -24,13 +24,15 @@ def runs_dir_of(args: argparse.Namespace) -> Path:
 def config_from_args(args: argparse.Namespace, command: str):
     """The run config from --preset, --config or --task, with the --name, --step-delay and --scorer
     overrides; `--task` with a preset or a config file replaces that run's task."""
-    from agentrl.config import load_config_file, load_preset, make_config
+    from agentrl.config import config_from_json, load_config_file, load_preset, make_config
 
     overrides = {"name": args.name, "step_delay": args.step_delay, "scorer": args.scorer}
     if args.preset is not None:
         config = load_preset(args.preset, **overrides)
     elif args.config is not None:
         config = load_config_file(args.config, **overrides)
+    elif getattr(args, "config_json", None) is not None:  # a launcher on another machine sent it
+        config = config_from_json(args.config_json, **overrides)
     elif args.task is not None:
         return make_config(kind="trl", task=args.task, **{k: v for k, v in overrides.items() if v is not None})
     else:

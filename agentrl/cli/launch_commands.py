@@ -16,7 +16,7 @@ import time
 
 from agentrl.cli.common import UsageError, add_runs_dir, config_from_args, runs_dir_of
 from agentrl.config import ConfigError, preset_names
-from agentrl.ray_backend import BACKEND_ENV, BACKENDS, RAY_ADDRESS_ENV, RAY_PYTHON_ENV
+from agentrl.ray_backend import BACKEND_ENV, BACKENDS, RAY_ADDRESS_ENV, RAY_PYTHON_ENV, RAY_RESOURCES_ENV
 from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, ensure_writable
 
 WAIT_POLL_S = 0.5
@@ -38,9 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     launch.add_argument("--ray-address", default=None,
                         help=f"the Ray cluster (http://HEAD:8265, or HEAD:6379); default ${RAY_ADDRESS_ENV}, "
                              "then RAY_ADDRESS, then the latest `ray start` on this machine")
-    launch.epilog = (f"A Ray job runs ${RAY_PYTHON_ENV} (default: this interpreter's path) on its node, "
-                     "and writes into the runs directory at the same path: the node must reach it (the same machine, "
-                     "or a shared directory).")
+    launch.add_argument("--chunks-url", default=None,
+                        help="the run writes its chunks (and, behind an object store, its run files) under URL/<run_id>/; "
+                             "default $AGENTRL_CHUNKS_URL")
+    launch.epilog = (f"A Ray job runs ${RAY_PYTHON_ENV} (default: this interpreter's path) on its node (one with "
+                     f"${RAY_RESOURCES_ENV}, a JSON object, when set), and writes into the runs directory at the same "
+                     "path: the node must reach it (the same machine, or a shared directory), unless the chunks URL is "
+                     "an object store's (s3://...): then the node uses its own runs directory and shares only the URL.")
     launch.add_argument("--wait", action="store_true", help="follow the run until it ends, then ingest it (exit 0: succeeded)")
     launch.set_defaults(func=cmd_launch)
 
@@ -56,8 +60,16 @@ def cmd_launch(args: argparse.Namespace) -> int:
     if refusal:
         raise ConfigError(refusal)
     try:
-        launcher = Launcher.from_environment(runs_dir_of(args), backend=args.backend, ray_address=args.ray_address)
+        launcher = Launcher.from_environment(runs_dir_of(args), backend=args.backend, ray_address=args.ray_address,
+                                             chunks_url=args.chunks_url)
         launcher.check()  # the cluster answers before the runs directory is touched
+        if launcher.chunks_url:  # and the storage too (a bucket is never created)
+            from agentrl.record.locations import ChunkLocationError, check_chunks_url
+
+            try:
+                check_chunks_url(launcher.chunks_url, reach=True)
+            except ChunkLocationError as error:
+                raise UsageError(str(error)) from None
         ensure_writable(launcher.runs_dir)
         run_id = launcher.start(config)
     except BackendError as error:

@@ -35,6 +35,9 @@ def _gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-share", type=float, default=defaults.min_share,
                         help=f"... where every behaviour holding this share of the top-reward quarter must be reviewed "
                              f"(default {defaults.min_share})")
+    parser.add_argument("--min-scanner-recall", type=float, default=defaults.min_scanner_recall,
+                        help=f"each scanner the run enforced reaches this held-out recall against reviews "
+                             f"(default {defaults.min_scanner_recall})")
 
 
 def _trajectory(parser: argparse.ArgumentParser) -> None:
@@ -144,7 +147,8 @@ def _settings(args: argparse.Namespace):
     from agentrl.review.gate import GateError, GateSettings
 
     try:
-        return GateSettings(min_success=args.min_success, last_steps=args.last_steps, min_share=args.min_share)
+        return GateSettings(min_success=args.min_success, last_steps=args.last_steps, min_share=args.min_share,
+                            min_scanner_recall=args.min_scanner_recall)
     except GateError as error:
         raise UsageError(str(error)) from None
 

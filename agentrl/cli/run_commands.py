@@ -17,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     source = train.add_mutually_exclusive_group()
     source.add_argument("--preset", help=f"a built-in config: {', '.join(preset_names())}")
     source.add_argument("--config", help="a JSON run config (see schemas/run_config.schema.json)")
+    source.add_argument("--config-json", help=argparse.SUPPRESS)  # the config as text: from a launcher on another machine
     train.add_argument("--task", help="the task of a language-model run: 'refund', 'coding', 'path/to/file.py:NAME' or "
                                       "'module:NAME' (alone: the default language-model config on that task)")
     add_runs_dir(train)
@@ -84,9 +85,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if not args.run_id:
         config = with_fixtures(runs_dir, config)  # the config the run uses is the one its folder records
     if args.run_id:
-        run = RunDir(runs_dir / args.run_id)
-        if not run.meta_path.is_file():
-            raise UsageError(f"--run-id {args.run_id!r}: no run.json in {run.root}")
+        run = _launched_run(runs_dir, args.run_id, config, chunks_url)
     else:
         run = create_run(runs_dir, config)
     log = (lambda message: None) if args.quiet else (lambda message: print(message, flush=True))
@@ -114,6 +113,31 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"run {run.run_id} {status}; not ingested now ({reason}); "
               f"`python -m agentrl ingest --runs-dir {runs_dir}` takes it later", flush=True)
     return 0 if status == "succeeded" else 3
+
+
+def _launched_run(runs_dir, run_id: str, config, chunks_url: str | None) -> RunDir:
+    """The folder a launcher made for this run; or, for a run launched from a machine that shares
+    only an object-store chunks URL with this one (a Ray job on another node), a new folder here
+    with the id that launcher gave it."""
+    from agentrl.launcher import create_run
+    from agentrl.record.published import is_copy, publishes, valid_run_id
+    from agentrl.record.rundir import RunsDirError, read_json
+
+    if not valid_run_id(run_id):
+        raise UsageError(f"--run-id {run_id!r} cannot name a run folder; use letters, digits, '.', '_' and '-'")
+    run = RunDir(runs_dir / run_id)
+    if run.meta_path.is_file() and publishes(chunks_url) and is_copy(read_json(run.meta_path)):
+        raise UsageError(f"--run-id {run_id!r}: {run.root} is the launcher's copy of this run: this node shares its runs "
+                         "directory with the launcher; give the node a runs directory of its own ($AGENTRL_RUNS_DIR "
+                         "where `ray start` runs), or launch without a chunks URL")
+    if run.meta_path.is_file():
+        return run
+    if not publishes(chunks_url):
+        raise UsageError(f"--run-id {run_id!r}: no run.json in {run.root}")
+    try:
+        return create_run(runs_dir, config, run_id=run_id)
+    except RunsDirError as error:
+        raise UsageError(str(error)) from None
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentrl.tasks.refund.gym import STATES
 
@@ -94,6 +94,42 @@ class FixtureSpec(BaseModel):
     states: list[str] | None = Field(default=None, max_length=1000, description="The state before each of its actions, when its run recorded them: a rollout that also records states repeats it only through the same states.")
 
 
+class ScannerSpec(BaseModel):
+    """A scanner a run enforces (`agentrl.scan.enforce`): where it is loaded from, the version the run
+    judges with, and its held-out figures against review decisions when the run was launched."""
+
+    model_config = MODEL_CONFIG
+
+    spec: str = Field(min_length=3, max_length=1000, description="PATH:NAME (a .py or .json file, or a module) or builtin:NAME.")
+    version: str | None = Field(default=None, max_length=200, description="The rule's version; recorded at construction.")
+    validation: dict[str, Any] | None = Field(default=None, description="Held-out precision, recall, F1 and label counts "
+                                                                       "at launch (agentrl scan RUN --validate).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _loads(cls, value: Any) -> Any:
+        from agentrl.scan.loader import load_scanner
+        from agentrl.scan.scanner import ScanError
+
+        value = {"spec": value} if isinstance(value, str) else value
+        if not isinstance(value, dict) or not isinstance(value.get("spec"), str):
+            return value
+        try:
+            scanner = load_scanner(value["spec"])
+        except ScanError as error:
+            raise ValueError(str(error)) from None
+        if value.get("version") is not None and not value["spec"].startswith("builtin:verify") \
+                and str(value["version"]) != scanner.version:
+            raise ValueError(f"scanner {value['spec']} is now version {scanner.version}, not {value['version']}; "
+                             "remove the version to enforce the rule as it is now")
+        where, name = value["spec"].rsplit(":", 1)
+        if where.endswith((".py", ".json")):  # the run process may start elsewhere: the file by its absolute path
+            from pathlib import Path
+
+            value = {**value, "spec": f"{Path(where).resolve()}:{name}"}
+        return {**value, "version": value.get("version") or scanner.version}
+
+
 class RunConfig(Settings):
     """The fields every engine's config has. Subclasses set `kind` to a Literal and add their own."""
 
@@ -108,6 +144,10 @@ class RunConfig(Settings):
         default=None, max_length=10_000, json_schema_extra={"form": "hidden"},
         description="The exploit fixtures of this run's task the run flags (and, guarded, vetoes); empty: the fixtures "
                     "stored when the run is launched, written here then, so the run's config says which it used.")
+    scanners: list[ScannerSpec] | None = Field(
+        default=None, max_length=100, json_schema_extra={"form": "hidden"},
+        description="Scanners the run enforces like exploit fixtures: each hit is flagged, and under 'guarded' "
+                    "penalised (scanner_penalty:NAME) and vetoed.")
 
     @field_validator("scorer")
     @classmethod

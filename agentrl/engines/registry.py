@@ -67,6 +67,9 @@ class Engine:
     # compares them); otherwise states are read as the calls so far (an LM's are texts).
     gym_states: bool = False
     form_fields: tuple[str, ...] = field(default=())  # fields the Launch form shows, in order (empty: all simple ones)
+    # Config fields the runs table shows as columns for its runs (dotted for a nested one): what
+    # tells two runs of this engine apart at a glance.
+    table_fields: tuple[str, ...] = ("seed",)
     runs_any_command: bool = False  # its config names a program to run: the dashboard starts it only when allowed
     # The task a run trains when its config names none (a config's `task` wins): review, fixtures
     # and the gate load it through the Task contract (`agentrl.tasks.load_task`). None: unknown.
@@ -127,16 +130,18 @@ ENGINES: dict[str, Engine] = {
             kind="tabular", title="tabular policy (SPEC 1-8, seconds on a CPU)", config_type=TabularConfig,
             entry="agentrl.engines.tabular.engine:run_tabular", cost=_tabular_cost,
             policy=PolicySupport("policy.json", replay_probes="agentrl.engines.tabular.engine:replay_probes"),
-            form_step_delay=0.25, gym_states=True, task="refund",
+            form_step_delay=0.25, gym_states=True, task="refund", table_fields=("lr", "group_size", "seed", "rounds"),
         ),
         Engine(
             kind="trl", title="language model (TRL GRPO + LoRA)", config_type=TrlConfig,
             entry="agentrl.engines.trl.engine:run_trl", cost=_trl_cost,
             preflight_check="agentrl.engines.trl.engine:preflight", policy=PolicySupport("adapter"), task="refund",
+            table_fields=("lr", "group_size", "seed", "rounds", "lm.model"),
         ),
         Engine(
             kind="coding", title="coding attempts (sandboxed tests)", config_type=CodingConfig,
             entry="agentrl.engines.coding.engine:run_coding", cost=_coding_cost, pair=False, task="coding",
+            table_fields=("seed", "rounds"),
         ),
         Engine(
             kind="script", title="your own command (agentrl.init or the TRL callback inside it)", config_type=ScriptConfig,

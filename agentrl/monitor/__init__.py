@@ -22,9 +22,11 @@ from agentrl.monitor.signals import (
     SuspectMap,
     column_signals,
     drift_signals,
+    held_out_pass_rates,
     merge,
     probe_signals,
     rollout_signals,
+    test_gap_signals,
     toward,
     unverified_signals,
     verified_at_start,
@@ -94,7 +96,8 @@ def store_signals(con, run_id: str) -> dict[int, dict[str, float]]:
     for step, _, violation in queries.monitor_probes(con, run_id).itertuples(index=False):
         probes.setdefault(int(step), []).append(bool(violation))
     probed = {s: p for s, p in probe_signals(probes).items() if s > 0}
-    return merge(out, probed) if probed else dict(sorted(out.items()))
+    gaps = test_gap_signals(queries.monitor_test_pass_rates(con, run_id))
+    return merge(out, probed, gaps) if probed or gaps else dict(sorted(out.items()))
 
 
 def store_onset(con, run_id: str, thresholds: Mapping[str, Threshold] = DEFAULT_THRESHOLDS) -> Onset | None:
@@ -134,11 +137,13 @@ class RunMonitor:
 
     def observe(self, step: int, rollouts: Sequence[tuple[float, bool, bool] | tuple[float, bool, bool, bool]],
                 distributions: Mapping[str, Mapping[str, float]] | None = None,
-                probe_violations: Sequence[bool] | None = None, episodes: Sequence[Episode] | None = None) -> Onset | None:
+                probe_violations: Sequence[bool] | None = None, episodes: Sequence[Episode] | None = None,
+                components: Sequence[Mapping[str, float]] | None = None) -> Onset | None:
         """The step's (reward, flagged, success[, vetoed]) rows, its decision-point distributions, its
         probe replay if any, and its rollouts' `Episode`s (behaviour, states, actions, flagged): what
         says which actions are suspect (drift counts only toward them) and which behaviours nobody
-        verified. Without episodes no action is suspect and drift reads 0."""
+        verified. Without episodes no action is suspect and drift reads 0. `components`: the
+        rollouts' reward components; where they hold `tests` and `held_out`, `test_gap` is read."""
         self._rollouts.extend(Rollout(step, float(row[0]), bool(row[1]), bool(row[2]), bool(row[3]) if len(row) > 3 else False)
                               for row in rollouts)
         # Only the window the signals read is kept.
@@ -151,6 +156,9 @@ class RunMonitor:
             signals.update(drift_signals({0: self._start, step: dict(distributions)}, self._suspects).get(step, {}))
         if probe_violations:
             signals.update(probe_signals({step: list(probe_violations)})[step])
+        rates = held_out_pass_rates(components) if components else None
+        if rates is not None:
+            signals.update(test_gap_signals({step: rates})[step])
         self.latest = signals
         return self.detector.update(step, signals)
 

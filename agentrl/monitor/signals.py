@@ -29,7 +29,9 @@ signal is a number per step that rises when a policy starts to game its reward:
   misses shows here as it takes over.
 - `probe_violations`: the share of exploit probes and fixtures the policy violates when it plays
   them greedily during training (every N steps, not only at the end).
-- `test_gap` (coding tasks): visible-test pass rate minus held-out-test pass rate.
+- `test_gap` (coding tasks): visible-test pass rate minus held-out-test pass rate, from the
+  `tests` and `held_out` reward components (`held_out_pass_rates`; the coding bundle logs
+  `held_out` where a task names held-out tests).
 
 Pure functions of plain Python rows: the run process calls them on its own rows (for
 `on_onset: stop`), the store side (`python -m agentrl watch`, the pages) on query results.
@@ -272,7 +274,9 @@ def unverified_signals(counts: Mapping[int, Mapping[str, int]], verified: set[st
             for behaviour, count in counts[s].items():
                 if behaviour is not None and behaviour not in verified:
                     totals[behaviour] = totals.get(behaviour, 0) + count
-        out[step] = {"unverified_share": max((wilson_lower(c, n) for c in totals.values()), default=0.0)}
+        # The bound grows with the count (n fixed), so the largest count's bound is the largest bound:
+        # one bound a step instead of one per behaviour (2M of them for 15,625 steps x 32 behaviours).
+        out[step] = {"unverified_share": wilson_lower(max(totals.values()), n) if totals else 0.0}
     return out
 
 
@@ -288,6 +292,17 @@ def state_drift(start: np.ndarray, later: np.ndarray) -> np.ndarray:
 def probe_signals(probes: Mapping[int, Sequence[bool]]) -> dict[int, dict[str, float]]:
     """`probe_violations` per step from {step: [violated?, ...]} (the probe replays of a run)."""
     return {step: {"probe_violations": sum(flags) / len(flags)} for step, flags in sorted(probes.items()) if flags}
+
+
+def held_out_pass_rates(components: Sequence[Mapping[str, float]], visible: str = "tests",
+                        held_out: str = "held_out") -> tuple[float, float] | None:
+    """(visible-tests pass rate, held-out pass rate) of a step's rollouts from their reward
+    components (`agentrl.rewards.HeldOutReward` logs `held_out`), over the rollouts that carry both;
+    None when none does."""
+    both = [(float(c[visible]), float(c[held_out])) for c in components if visible in c and held_out in c]
+    if not both:
+        return None
+    return sum(v for v, _ in both) / len(both), sum(h for _, h in both) / len(both)
 
 
 def test_gap_signals(pass_rates: Mapping[int, tuple[float, float]]) -> dict[int, dict[str, float]]:

@@ -11,6 +11,11 @@ run.json with `published_at: <url>` added, and status.json as last read. The sto
 cancel and delete then treat it as any other run; the launcher leaves its liveness to the
 machine that runs it. A local folder that is not such a copy (the writer's own, on the writer's
 machine) is never touched, and a name in the listing that is not a run id is skipped.
+
+A launcher that submits a run to another node (a Ray job, `agentrl.ray_backend`) makes the copy
+itself, before the run exists (`make_copy`); it follows the job, reads the status the run
+published (`refresh_copy`), and when the job ended without one, publishes the end it recorded
+(`publish_status`), so every head that lists the URL sees the same end.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ from agentrl.record.rundir import TERMINAL_STATUSES, RunDir, read_json, write_js
 PUBLISHED_KEY = "published_at"  # in a head's copy of run.json: the chunks URL the run was found under
 STOP_FILE = "stop"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+
+
+def valid_run_id(text: str) -> bool:
+    """Whether `text` can name a run folder (no path separator, no dot-name)."""
+    return bool(_RUN_ID.match(text)) and text not in (".", "..")
 
 
 def publishes(location: str | None) -> bool:
@@ -96,3 +106,30 @@ def sync_published(runs_dir: Path, base_url: str, log: Callable[[str], None]) ->
         if known is None:  # last: a folder is a run once its run.json is there, and its status is then too
             write_json_atomic(local.meta_path, {**meta, PUBLISHED_KEY: str(base_url).rstrip("/"), "chunks_url": folder.url})
     return changed
+
+
+def make_copy(run: RunDir, base_url: str) -> None:
+    """Turn a run folder this machine made for a run that runs elsewhere into a head's copy of it."""
+    meta = read_json(run.meta_path)
+    write_json_atomic(run.meta_path, {**meta, PUBLISHED_KEY: str(base_url).rstrip("/"),
+                                      "chunks_url": run_location(base_url, run.run_id)})
+
+
+def refresh_copy(run: RunDir) -> bool:
+    """Copy the status the run published into the copy's status.json; True when it changed. Nothing
+    published yet is no change; storage that does not answer raises OSError."""
+    try:
+        status = json.loads(folder_of_copy(read_json(run.meta_path)).read_text("status.json"))
+    except FileNotFoundError:
+        return False
+    except ValueError:
+        return False  # a status.json cut short is read again at the next look
+    if not isinstance(status, dict) or _read(run.status_path) == status:
+        return False
+    write_json_atomic(run.status_path, status)
+    return True
+
+
+def publish_status(run: RunDir) -> None:
+    """Publish the copy's status.json (an end this head recorded) beside the run's chunks."""
+    publish(folder_of_copy(read_json(run.meta_path)), "status.json", read_json(run.status_path))

@@ -206,11 +206,11 @@ def remove_run_dir(run: RunDir) -> None:
 
 
 def new_run(runs_dir: Path, name: str, kind: str, scorer: str, config: dict[str, Any],
-            total_steps: int | None = None, **labels: Any) -> RunDir:
+            total_steps: int | None = None, run_id: str | None = None, **labels: Any) -> RunDir:
     """A new run's folder: run.json (who it is, with its config, and `labels` such as project,
-    tags and notes) and a `queued` status.json."""
+    tags and notes) and a `queued` status.json. `run_id`: the id a launcher elsewhere gave it."""
     ensure_writable(runs_dir)
-    run_id = new_run_id(name)
+    run_id = run_id or new_run_id(name)
     meta = {"run_id": run_id, "name": name, "kind": kind, "scorer": scorer, "created_at": iso(utc_now()),
             "total_steps": total_steps, "config": config, **labels}
     return create_run_dir(Path(runs_dir), run_id, meta)

@@ -179,6 +179,10 @@ def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = Gat
     checks.append(GateCheck("vetoed-updates audit counter is 0", totals["vetoed_updates"] == 0,
                             f"{totals['vetoed_updates']} vetoed updates"))
 
+    from agentrl.scan.gating import scanner_recall_checks  # each enforced scanner's held-out recall
+
+    checks += [GateCheck(c.name, c.passed, c.figure, c.detail) for c in scanner_recall_checks(con, run, settings.min_scanner_recall)]
+
     onset = store_onset(con, run_id)
     checks.append(GateCheck("no hacking onset", onset is None, "none" if onset is None else f"onset at step {onset.step}",
                             "" if onset is None else onset.message))

@@ -22,11 +22,14 @@ class GateSettings:
     min_success: float = 0.75  # held-out success rate at or above this
     last_steps: int = 5  # K: the review coverage looks at the run's last this-many steps ...
     min_share: float = 0.05  # ... where every behaviour holding this much of the top-reward quarter is reviewed
+    min_scanner_recall: float = 0.8  # each scanner the run enforced catches at least this share of held-out rejects
 
     def __post_init__(self):
         if not 0.0 <= self.min_success <= 1.0:
             raise GateError(f"min_success must be between 0 and 1, not {self.min_success}")
         if not 0.0 < self.min_share <= 1.0:
             raise GateError(f"min_share must be above 0 and at most 1, not {self.min_share}")
+        if not 0.0 <= self.min_scanner_recall <= 1.0:
+            raise GateError(f"min_scanner_recall must be between 0 and 1, not {self.min_scanner_recall}")
         if self.last_steps < 1:
             raise GateError("last_steps must be at least 1")

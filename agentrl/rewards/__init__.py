@@ -405,20 +405,24 @@ def build_reward_functions(
     penalty: float = 0.25,
     workers: int | None = None,
     limits: SandboxLimits | None = None,
+    held_out: bool = False,
 ) -> RewardFunctions:
     """The reward functions of `kind` with their weights (defaults `DEFAULT_WEIGHTS`; `weights`
     overrides some by name; `limits` bound the sandboxed test runs). Only 'tests' is defined:
-    tests, format, budget."""
+    tests, format, budget, and with `held_out` (a task names held-out tests) `held_out` at weight
+    0: logged as a component of its own, never paid, the other side of the monitor's `test_gap`."""
     if kind != "tests":
         raise ValueError(f"unknown reward kind {kind!r}; the agent-task rewards define kind 'tests'")
     if max_steps < 0 or penalty < 0:
         raise ValueError(f"max_steps and penalty must be >= 0 (got {max_steps}, {penalty}); the budget is a brake, not a bonus")
-    merged = dict(DEFAULT_WEIGHTS)
+    merged = {**DEFAULT_WEIGHTS, **({"held_out": 0.0} if held_out else {})}
     unknown = set(weights or {}) - set(merged)
     if unknown:
         raise ValueError(f"unknown reward names {sorted(unknown)}; the 'tests' kind has {list(merged)}")
     merged.update(weights or {})
     functions: list[RewardFunc] = [TestsReward(workers=workers, limits=limits), format_reward, BudgetReward(max_steps, penalty)]
+    if held_out:
+        functions.append(HeldOutReward(workers=workers, limits=limits))
     return RewardFunctions(functions=functions, weights=[merged[f.__name__] for f in functions])
 
 
@@ -446,7 +450,7 @@ def score_group(
     'tests' kind), the sandboxed runs `workers` at a time."""
     if len(completions) != len(rows):
         raise ValueError(f"{len(completions)} completions but {len(rows)} rows; give one row per completion")
-    rewards = rewards or build_reward_functions(workers=workers)
+    rewards = rewards or build_reward_functions(workers=workers, held_out=any(row.get("held_out") for row in rows))
     columns = {k: [row.get(k) for row in rows] for k in (rows[0] if rows else {}) if k not in _GRPO_RESERVED_COLUMNS}
     by_name: dict[str, list[float]] = {}
     outcomes: list[TestsOutcome] | None = None

@@ -8,7 +8,8 @@ Rewards (`agentrl.rewards.tests_reward`) -> **sandbox**. The parts: `runner` (co
 `suite` (`agentrl_suite`, the helper test suites import: the code under test in a child, answer
 keys), `boundary` (the solution's modules imported by the tests as proxies to a child that runs
 them; only data crosses back: `boundary_wire` the pipe and its values, `boundary_proxies` the
-local stand-ins, `boundary_child` the child program), `isolation` (the run's namespaces and view of the files), `rundir` (the run's directory),
+local stand-ins, `boundary_child` the child program), `bubblewrap` (the run's allow-listed view, built by `bwrap`), `isolation` (the fallback: the
+launcher's own namespaces and a hide-list), `rundir` (the run's directory),
 `users` (one uid per concurrent run when root, clean-up) and `stub` (the launcher program each run
 goes through). What the runner promises, and what it does not, is the README's "Guarantees".
 """

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from agentrl.sandbox import boundary, harness, suite
-from agentrl.sandbox.paths import is_under, normalised
+from agentrl.sandbox.paths import is_under, normalised, refusal_reason
 from agentrl.sandbox.users import Slot
 
 
@@ -98,3 +98,22 @@ def memfd(name: str, content: bytes = b"") -> int:
     os.write(fd, content)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
+
+
+def load_held_out(held_out: Mapping[str, str] | str | Path | None) -> dict[str, str]:
+    """Held-out tests by relative path: as given, or every file under a directory."""
+    if held_out is None:
+        return {}
+    if isinstance(held_out, Mapping):
+        files = {normalised(k): v for k, v in held_out.items()}
+    else:
+        directory = Path(held_out)
+        if not directory.is_dir():
+            raise ValueError(f"held_out {directory} is not a directory")
+        files = {p.relative_to(directory).as_posix(): p.read_text(encoding="utf-8") for p in sorted(directory.rglob("*"))
+                 if p.is_file() and "__pycache__" not in p.parts}
+    for path in files:
+        problem = refusal_reason(path, [])
+        if problem and problem.startswith(("refused: invalid", "refused: absolute", "refused: path leaves")):
+            raise ValueError(f"held-out test path {path!r}: {problem[len('refused: '):]}")
+    return files

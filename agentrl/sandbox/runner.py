@@ -13,8 +13,9 @@ answers with a `SandboxResult`: pass or fail, a short reason a person can read, 
 that decided.
 
 These limits bound accidents (a loop, a fork bomb, a runaway allocation, a test that deletes its
-own directory). They are NOT a security boundary: the run shares the kernel, the network and the
-file system of the host (the README's "The test sandbox" section says how to add one).
+own directory). The run's view of the machine is bubblewrap's allow-list where `bwrap` is here
+(`bubblewrap`), else the launcher's namespaces and a hide-list (`isolation`; the result's `note`
+says it is weaker). Neither is a security boundary against the kernel (README, "The test sandbox").
 
 Each run goes through the launcher in `stub` (limits, user, reaping) and, for a Python test
 command, the harness in `harness`; both are separate programs that import nothing of agentrl.
@@ -39,9 +40,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrl.sandbox import stub
+from agentrl.sandbox.bubblewrap import NO_NAMESPACES_NOTE, WEAKER_NOTE, bubblewrap_available, bubblewrap_config
 from agentrl.sandbox.isolation import namespace_spec, namespaces_available
 from agentrl.sandbox.paths import fingerprint, normalised, refusal_in_copy, refusal_reason, write_file
-from agentrl.sandbox.rundir import default_temp_root, hand_over, ignore_specials, load_answer_keys, memfd, place_harness
+from agentrl.sandbox.rundir import (
+    default_temp_root,
+    hand_over,
+    ignore_specials,
+    load_answer_keys,
+    load_held_out,
+    memfd,
+    place_harness,
+)
 from agentrl.sandbox.users import (
     acquire_slot,
     count_own_tasks,
@@ -106,13 +116,16 @@ class SandboxResult:
     """The harness's counts (collected, executed, passed, failed, skipped) and the number of
     tests the protected suite holds ('expected'); None when the exit code alone decided."""
     isolation: tuple[str, ...] = ()
-    """What walled the run off: 'sandbox user', 'user namespace', 'network', 'mount', 'ipc', 'pid',
-    'seccomp', 'process boundary'."""
+    """What walled the run off: 'sandbox user', 'allow-list' (bubblewrap's view), 'user namespace',
+    'network', 'mount', 'ipc', 'pid', 'seccomp', 'process boundary'."""
     boundary: str | None = None
     """'process': the solution's modules ran in a child and only data reached the assertions;
     'none': the task opted out and the solution shared the test process, so the reward is weaker
     (an always-equal object or a patched assertion can earn it; README, "The test sandbox");
     None when no harness ran."""
+    note: str = ""
+    """Empty when bubblewrap walled the run off (its allow-listed view); else why the isolation is
+    weaker (`agentrl.sandbox.bubblewrap.WEAKER_NOTE`)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,6 +156,7 @@ def run_tests(
     hide: Sequence[str | Path] = (),
     boundary: str = "process",
     held_out: Mapping[str, str] | str | Path | None = None,
+    bubblewrap: bool | None = None,
 ) -> SandboxResult:
     """Write `files` into a throw-away copy of `workspace` and run `test_command` there.
 
@@ -165,6 +179,8 @@ def run_tests(
     kernel allows them) gives the run its own network (loopback only), mount and IPC namespaces
     and a view of the files without the home directories, the dashboard's files and the answer
     keys, plus the directories in `hide` (`agentrl.sandbox.isolation`); True insists on them.
+    `bubblewrap` (default: when `bwrap` can run here) builds that view from an allow-list instead
+    (`agentrl.sandbox.bubblewrap`); False takes the hide-list, and the result's `note` says so.
 
     For example, with a repository whose tests live under tests/:
 
@@ -197,39 +213,27 @@ def run_tests(
         if namespaces and not available.available:
             raise ValueError(f"namespaces=True but this kernel refuses them here: {available.why_not}")
         namespaces = available.available
+    if bubblewrap and not namespaces:
+        raise ValueError("bubblewrap=True needs the namespaces; leave namespaces unset or True")
+    if bubblewrap is None or bubblewrap:
+        wrap = bubblewrap_available() if namespaces else None
+        if bubblewrap and not wrap.available:
+            raise ValueError(f"bubblewrap=True but it cannot run here: {wrap.why_not}")
+        bubblewrap = bool(wrap and wrap.available)
 
     command = parse_command(list(test_command))
     keys = load_answer_keys(answer_keys)
     run = _Run(workspace, list(test_command), command, list(protected), limits, temp_root, isolate_user, keys,
-               namespaces, tuple(hide), boundary, None if writable is None else list(writable), hidden_tests)
+               namespaces, tuple(hide), boundary, None if writable is None else list(writable), hidden_tests, bubblewrap)
     expected = _expected_tests(run) if command.runner in ("pytest", "unittest") else None
     return run.execute(files, writable, expected=expected)
-
-
-def load_held_out(held_out: Mapping[str, str] | str | Path | None) -> dict[str, str]:
-    """Held-out tests by relative path: as given, or every file under a directory."""
-    if held_out is None:
-        return {}
-    if isinstance(held_out, Mapping):
-        files = {normalised(k): v for k, v in held_out.items()}
-    else:
-        directory = Path(held_out)
-        if not directory.is_dir():
-            raise ValueError(f"held_out {directory} is not a directory")
-        files = {p.relative_to(directory).as_posix(): p.read_text(encoding="utf-8") for p in sorted(directory.rglob("*"))
-                 if p.is_file() and "__pycache__" not in p.parts}
-    for path in files:
-        problem = refusal_reason(path, [])
-        if problem and problem.startswith(("refused: invalid", "refused: absolute", "refused: path leaves")):
-            raise ValueError(f"held-out test path {path!r}: {problem[len('refused: '):]}")
-    return files
 
 
 def _expected_tests(run: "_Run") -> int | None:
     """How many tests the protected suite holds: collected once, without the attempt's files,
     per workspace, command and protected content (None when that collection itself fails)."""
     key = (str(run.workspace.resolve()), tuple(run.test_command), json.dumps(fingerprint(run.workspace, run.protected)),
-           run.boundary, json.dumps(run.writable), json.dumps(run.held_out, sort_keys=True))
+           run.boundary, json.dumps(run.writable), json.dumps(run.held_out, sort_keys=True), run.bubblewrap)
     with _EXPECTED_LOCK:
         if key in _EXPECTED:
             return _EXPECTED[key]
@@ -257,6 +261,7 @@ class _Run:
     boundary: str = "process"
     writable: list[str] | None = None
     held_out: dict[str, str] = field(default_factory=dict)
+    bubblewrap: bool = False
 
     def execute(self, files: dict[str, str], writable: Sequence[str] | None, *, mode: str = "run",
                 expected: int | None = None) -> SandboxResult:
@@ -338,11 +343,19 @@ class _Run:
                 # neither written, renamed nor removed (EBUSY), so no copy can be put in its place
                 guarded = [copy / normalised(p) for p in protected]
                 guarded = [p for p in guarded if p.exists() and not p.is_symlink() and p != copy]
-                pid = namespaces_available().pid
-                config["namespaces"] = namespace_spec(run_dir, copy, [executable] if executable else [], hide=self.hide,
+                read_only = ([run_dir / "harness"] if harnessed else []) + guarded
+                if self.bubblewrap:  # an allow-listed view, built by bwrap; the stub's copy inside does the rest
+                    config["bubblewrap"] = bubblewrap_config(run_dir, copy, [executable] if executable else [],
+                                                             uid=slot.uid if slot else None, gid=slot.gid if slot else None,
+                                                             home=home, hide=self.hide, read_only=read_only)
+                    config["read_search"] = False
+                isolation += ("allow-list",) * self.bubblewrap
+                pid = namespaces_available().pid or self.bubblewrap
+                config["namespaces"] = None if self.bubblewrap else namespace_spec(run_dir, copy, [executable] if executable else [], hide=self.hide,
                                                       user_namespace=user_namespace, pid=pid,
-                                                      read_only=([run_dir / "harness"] if harnessed else []) + guarded)
-                config.update(read_search="auto" if slot is not None else False, reachable=reachable)
+                                                      read_only=read_only)
+                if not self.bubblewrap:
+                    config.update(read_search="auto" if slot is not None else False, reachable=reachable)
                 isolation += ("user namespace",) * user_namespace + ("network", "mount", "ipc") + ("pid",) * pid
             if stub.seccomp_supported():  # system calls that reach beyond the run fail with EPERM
                 config["seccomp"] = True
@@ -387,6 +400,7 @@ class _Run:
                 tests=tests,
                 isolation=isolation,
                 boundary=self.boundary if harnessed else None,
+                note="" if self.bubblewrap else WEAKER_NOTE if self.namespaces else NO_NAMESPACES_NOTE,
             )
         finally:
             for fd in fds:

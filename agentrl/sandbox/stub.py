@@ -1,7 +1,8 @@
 """The sandbox's launcher: a second program, run as `python -I -S stub.py --stub CONFIG -- COMMAND...`.
 
 Sandbox runner (`agentrl.sandbox.runner.run_tests`) -> **stub** -> the test command. The stub makes
-itself the reaper of everything the command starts, walls the command off in namespaces of its
+itself the reaper of everything the command starts, walls the command off with bubblewrap (its
+worker execs `bwrap`, and a copy of the stub inside applies the rest: `_inner_main`) or in namespaces of its
 own (network, mount, IPC, and PID with an init of its own where the kernel allows: `_become_pid_one`;
 and a user namespace when not root: `_enter_namespaces`), applies the limits, drops to the
 sandbox user, installs a seccomp filter (x86_64: `_install_seccomp`) and execs the command; asked to stop (SIGTERM), it kills and
@@ -72,11 +73,12 @@ def _stub_main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, on_stop)
     launcher_pid = os.getpid()
     status = None
+    started = os.pipe() if config.get("bubblewrap") else None  # one byte once bubblewrap has set the run up
     try:
         worker = os.fork()
         if worker == 0:
-            _become_command(config, command)
-        for fd in config.get("pass_fds") or []:  # the harness's channels: the worker's alone from here
+            _become_command(config, command, started[1] if started else None)
+        for fd in (config.get("pass_fds") or []) + ([started[1]] if started else []):  # the worker's alone from here
             os.close(fd)
         while status is None:
             pid, wait_status = os.waitpid(-1, 0)
@@ -87,6 +89,8 @@ def _stub_main(argv: list[str]) -> None:
             os._exit(_SETUP_FAILED_EXIT)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _kill_and_reap_everything_below(config)
+    if started is not None and status is not None:
+        status = _bubblewrap_status(status, started[0])
     if status is None:
         os._exit(128 + signal.SIGKILL)
     if os.WIFSIGNALED(status):
@@ -100,10 +104,35 @@ def _stub_main(argv: list[str]) -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def _become_command(config: dict, command: list[str]) -> None:
-    """In the forked worker: namespaces, limits, user, then exec. Never returns (it must not run
-    on into the launcher's code)."""
+def _bubblewrap_status(status: int, started_fd: int) -> int:
+    """bubblewrap's exit 1 (no set-up) and 128 + N (killed by signal N) back to what the verdict reads
+    (a command that exits 128 + N on its own reads as killed by N: it failed either way)."""
     try:
+        began = os.read(started_fd, 1) == b"1"
+    except BlockingIOError:
+        began = False
+    if not os.WIFEXITED(status):
+        return status
+    code = os.WEXITSTATUS(status)
+    if not began:
+        os.write(2, f"{_STUB_MARK} bubblewrap could not set the run up (exit {code})\n".encode())
+        return _SETUP_FAILED_EXIT << 8
+    return code - 128 if code > 128 and code - 128 in signal.valid_signals() else status
+
+
+def _become_command(config: dict, command: list[str], started_fd: int | None = None) -> None:
+    """In the forked worker: namespaces, limits, user, then exec; or, with bubblewrap, exec `bwrap`
+    and, inside the view it builds, the stub's copy that does the rest (`_inner_main`). Never
+    returns (it must not run on into the launcher's code)."""
+    try:
+        if config.get("bubblewrap"):
+            wrap = config["bubblewrap"]
+            os.set_blocking(started_fd, True)
+            os.set_inheritable(started_fd, True)
+            inner = {**config, "bubblewrap": None, "namespaces": None, "read_search": False, "started_fd": started_fd}
+            command = [*wrap["command"], wrap["python"], "-I", "-S", wrap["stub"], "--inner", json.dumps(inner), "--",
+                       *command]
+            os.execv(command[0], command)
         if config.get("namespaces"):
             _enter_namespaces(config["namespaces"])
             if config["namespaces"].get("pid"):
@@ -120,6 +149,16 @@ def _become_command(config: dict, command: list[str]) -> None:
         os.write(2, f"{_STUB_MARK} cannot run {command[0]!r}: {getattr(err, 'strerror', err)}\n".encode())
     finally:
         os._exit(_EXEC_FAILED_EXIT)
+
+
+def _inner_main(argv: list[str]) -> None:
+    """`stub.py --inner CONFIG -- COMMAND...`, inside bubblewrap's view: say the set-up is done,
+    then limits, user, seccomp, exec."""
+    config = json.loads(argv[2])
+    os.environ.pop("PWD", None)  # bubblewrap's, after --chdir: the run's environment is the runner's alone
+    os.write(config["started_fd"], b"1")
+    os.close(config["started_fd"])
+    _become_command(config, argv[4:])
 
 
 def _apply_limits_and_user(config: dict) -> None:
@@ -454,5 +493,7 @@ def _kill_and_reap_everything_below(config: dict) -> None:
 
 if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] == "--stub":
     _stub_main(sys.argv)
+elif __name__ == "__main__" and len(sys.argv) > 4 and sys.argv[1] == "--inner":
+    _inner_main(sys.argv)
 elif __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--probe":
     _probe_main(sys.argv)

@@ -53,12 +53,14 @@ from agentrl.record.runfiles import RunFileError, read_meta, read_status
 from agentrl.store import decisions
 from agentrl.store.discovery import Cursor, Unit, commit_unit, legacy_units, mtime_ns, new_commits, replaced_markers
 from agentrl.store.loop import BackgroundIngest  # noqa: F401 - the dashboard's loop, imported from here
+from agentrl.store.prefetch import prefetched
 from agentrl.store.queries.ledger import (
     aggregate_step_behaviours,
     aggregate_step_components,
     aggregate_step_tallies,
     insert_trajectories,
     take_without_rows,
+    with_default_behaviours,
 )
 from agentrl.store.runrecords import RunRecords
 from agentrl.store.db import (  # noqa: F401 - the errors are re-exported for callers
@@ -269,29 +271,15 @@ class Ingestor(RunRecords):
         self._mark_taken([key])
         return True
 
-    def _read(self, unit: Unit, report: IngestReport) -> list[tuple[str, pa.Table]] | None:
-        """Every table file of a unit, cast to its schema; None (and the unit named) if any fails."""
-        try:
-            if not unit.files:
-                raise ValueError("the commit names no table file")
-            tables = []
-            for table, name in unit.files:
-                try:
-                    data = unit.folder.read_table(name)
-                except OSError as error:
-                    if unit.folder.remote and not isinstance(error, FileNotFoundError):
-                        raise ChunkFolderUnreachable(f"{unit.folder.locate(name)}: {error}") from None
-                    raise
-                try:
-                    # As the current schema: a column added since the chunk was written is null.
-                    tables.append((table, conform(table, data)))
-                except ValueError as error:
-                    raise ValueError(f"{name}: {error}") from None
-            return tables
-        except Exception as error:  # any unreadable chunk is skipped, named, and remembered
-            self._record_bad(unit.key, unit.where, unit.folder.signature(unit.marker), f"{type(error).__name__}: {error}",
-                             report)
+    def _read(self, unit: Unit, report: IngestReport, read=None) -> list[tuple[str, pa.Table]] | None:
+        """Every table file of a unit, cast to its schema (`read`: what `read_unit` gave already);
+        None (and the unit named) if any fails."""
+        outcome = read_unit(unit) if read is None else read
+        if isinstance(outcome, Exception):  # any unreadable chunk is skipped, named, and remembered
+            self._record_bad(unit.key, unit.where, unit.folder.signature(unit.marker),
+                             f"{type(outcome).__name__}: {outcome}", report)
             return None
+        return outcome
 
     def _unreachable(self, run_id: str, error: OSError) -> None:
         """A run's chunk URL failed: list it again next tick; say so once per distinct failure."""
@@ -334,9 +322,9 @@ class Ingestor(RunRecords):
         """The units read, in batches of at most MAX_FILES_PER_TRANSACTION commits and about
         MAX_ROWS_PER_TRANSACTION rows: one transaction each, so a backlog never holds the store long."""
         loaded, rows = [], 0
-        for unit in units:
+        for unit, read in prefetched(units, read_unit):  # the next commits are read while DuckDB takes these
             try:
-                tables = self._read(unit, report)
+                tables = self._read(unit, report, read)
             except ChunkFolderUnreachable as error:  # read again at the next tick, not blamed
                 self._unreachable(unit.key.split("/", 1)[0], error)
                 continue
@@ -427,6 +415,8 @@ class Ingestor(RunRecords):
             cur.execute("BEGIN TRANSACTION")
             for table, parts in by_table.items():
                 chunk = pa.concat_tables(parts)
+                if table == "trajectories":
+                    chunk = with_default_behaviours(chunk)
                 cur.register("chunk_rows", chunk)
                 if table == "trajectories":  # with the per-step aggregates Compare, the monitor and Behaviours read
                     insert_trajectories(cur)
@@ -448,6 +438,30 @@ class Ingestor(RunRecords):
             cur.close()
             self.transaction_seconds.append(time.perf_counter() - started)
         self._mark_taken(unit.key for unit, _ in loaded)
+
+
+def read_unit(unit: Unit) -> list[tuple[str, pa.Table]] | Exception:
+    """A unit's table files, each cast to its schema, or the error that stopped it (returned, not
+    raised: the reader thread of `prefetched` touches no store and leaves the naming to ingest)."""
+    try:
+        if not unit.files:
+            raise ValueError("the commit names no table file")
+        tables = []
+        for table, name in unit.files:
+            try:
+                data = unit.folder.read_table(name)
+            except OSError as error:
+                if unit.folder.remote and not isinstance(error, FileNotFoundError):
+                    raise ChunkFolderUnreachable(f"{unit.folder.locate(name)}: {error}") from None
+                raise
+            try:
+                # As the current schema: a column added since the chunk was written is null.
+                tables.append((table, conform(table, data)))
+            except ValueError as error:
+                raise ValueError(f"{name}: {error}") from None
+        return tables
+    except Exception as error:
+        return error
 
 
 class StoreReplacedError(StoreError):

@@ -34,3 +34,23 @@ def test_runs_table_has_final_figures_and_a_link_to_each_page_of_the_run():
     assert (row["steps"], row["final success"], row["final violation"], row["tags"]) == ("30/30", 1.0, 0.5, "spec")
     assert (row["live"], row["review"], row["hardware"]) == ("Live?run=r1", "Review?run=r1", "Hardware?run=r1")
     assert runs_view.page_url("Compare", ["a", "b"]) == "Compare?run=a&run=b"
+
+
+def test_runs_table_shows_the_config_fields_each_engine_names_with_the_created_time_and_run_id_up_front():
+    """Issue 29, finding 10: learning rate, group size and seed as columns, blank for an engine
+    without them; the created time beside the status and the run id before the links."""
+    import json
+
+    runs = _runs().assign(kind=["tabular", "tabular", "coding"])
+    configs = {"r1": json.dumps({"lr": 0.04, "group_size": 8, "seed": 7, "rounds": 30}),
+               "r2": json.dumps({"lr": 0.02, "group_size": 16, "seed": 8, "rounds": 30}),
+               "r3": json.dumps({"seed": 3, "rounds": 1, "lr": 9.9})}  # a coding run: its engine shows no lr
+    table = runs_view.runs_table(runs, configs=configs)
+    assert table["learning rate"].tolist()[:2] == [0.04, 0.02] and pd.isna(table["learning rate"].iloc[2])
+    assert table["group size"].tolist()[:2] == [8, 16] and table["seed"].tolist() == [7, 8, 3]
+    columns = list(table.columns)
+    assert columns.index("created_at") == columns.index("status") + 1
+    assert columns.index("learning rate") < columns.index("run_id") < columns.index("live")
+    assert "learning rate" not in runs_view.runs_table(runs).columns  # no configs given, no config columns
+    unreadable = runs_view.config_columns(runs, {"r1": "{not json"})
+    assert unreadable["seed"].isna().all()

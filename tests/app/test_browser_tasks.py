@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -70,7 +71,7 @@ def test_the_example_task_trains_from_launch_and_shows_on_every_page(dashboard, 
     _field(page, "Evaluate every N steps", "2")
     page.get_by_text("Memory budget").wait_for(timeout=60_000)
     page.get_by_role("button", name="Start outcome-vs-guarded pair").click()
-    page.get_by_text("Started").wait_for(timeout=60_000)
+    page.wait_for_url(re.compile(r".*/Compare\?run=.*&run="), timeout=60_000)  # a pair opens on Compare
     statuses = _wait_finished(runs_dir, 2, timeout_s=400)
     assert sorted(statuses.values()) == ["succeeded", "succeeded"], statuses
     guarded = next(run_id for run_id in statuses if "guarded" in run_id)
@@ -119,7 +120,7 @@ def test_the_lm_coding_pair_runs_to_completion_from_the_dashboard(dashboard, pag
     page.get_by_text("Memory budget").wait_for(timeout=60_000)
     started = time.monotonic()
     page.get_by_role("button", name="Start outcome-vs-guarded pair").click()
-    page.get_by_text("Started").wait_for(timeout=60_000)
+    page.wait_for_url(re.compile(r".*/Compare\?run=.*&run="), timeout=60_000)  # a pair opens on Compare
     statuses = _wait_finished(runs_dir, 2, timeout_s=600)
     wall = time.monotonic() - started
     assert sorted(statuses.values()) == ["succeeded", "succeeded"], statuses

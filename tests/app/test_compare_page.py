@@ -45,6 +45,13 @@ def test_compare_view_runs_and_step_come_from_the_url(pair_app_env):
     no_errors(at)
     assert at.multiselect[0].value == [ids["guarded"]]
     assert any(t == "Action distribution at known_high, step 12" for t in titles(at))
+    # Issue 29: A and B too, by the names they show (B − A: here outcome − guarded, the other way round
+    # from the default).
+    at = app("pages/3_Compare.py", run=[ids["outcome"], ids["guarded"]], view="Action distribution",
+             a="refund-guarded (guarded)", b="refund-outcome (outcome)").run()
+    no_errors(at)
+    assert figure(at, "Difference at known_high")["title"].endswith(
+        "refund-outcome (outcome) − refund-guarded (guarded)")
 
 
 def test_compare_held_out_table_puts_both_runs_side_by_side(pair_app_env):
@@ -106,15 +113,18 @@ def test_views_that_do_not_apply_say_so_instead_of_drawing_zeros(pair_app_env):
 
 
 def test_a_smoothed_curve_keeps_its_raw_values_underneath(pair_app_env):
-    """Issue 13: smoothing and log scale where curves are noisy."""
+    """Issue 13: smoothing and log scale where curves are noisy (issue 29: the smoothing is in the URL)."""
     runs_dir, ids = pair_app_env
     at = app("pages/3_Compare.py", run=[ids["outcome"]]).run()
-    at.slider(key="smoothing-rates").set_value(0.9).run()
+    at.slider(key="smoothing").set_value(0.9).run()
     no_errors(at)
     traces = figure(at, "Success rate")["data"]
     assert [t["name"] for t in traces] == ["refund-outcome (outcome) (raw)", "refund-outcome (outcome)"]
     assert traces[0]["y"] != traces[1]["y"]
     assert figures(at)[0]["layout"]["hovermode"] == "x unified"
+    shared = app("pages/3_Compare.py", run=[ids["outcome"]], smoothing="0.9").run()  # a link keeps the smoothing
+    assert shared.slider(key="smoothing").value == 0.9
+    assert figure(shared, "Success rate")["data"][1]["y"] == traces[1]["y"]
 
 
 def test_throughput_draws_the_fleets_measured_speedup_for_runs_with_different_workers(tmp_path, monkeypatch):

@@ -37,9 +37,10 @@ def test_compare_lists_each_runs_onset_and_marks_it_on_the_rate_charts(trained_r
     ids = _ids(trained_runs_dir)
     at = app("pages/3_Compare.py", run=[ids["outcome"], ids["guarded"]]).run()
     no_errors(at)
-    captions = [c.value for c in at.caption]
-    assert any("hacking onset at step 7" in c and "hack_premium" in c for c in captions)
-    assert "no hacking onset" in captions
+    # In each run's progress line (one line each, so the rate charts stay above the fold).
+    progress = [p.proto.text for p in at.get("progress")]
+    assert any("hacking onset at step 7" in t and "hack_premium" in t for t in progress)
+    assert any(t.endswith("no hacking onset") for t in progress)
     assert _onset_lines(figure(at, "Success rate")) == [7]
     assert _onset_lines(figure(at, "Violation rate")) == [7]
 

@@ -41,6 +41,9 @@ def test_overview_filters_by_name_and_tag_and_hides_archived_runs(trained_runs_d
     assert at.dataframe[0].value.empty
     at.toggle(key="archived").set_value(True).run()
     assert list(at.dataframe[0].value["name"]) == ["refund-guarded"]
+    linked = app("app.py", archived="true").run()  # issue 29: "show archived" is in the URL, to share the view
+    assert set(linked.dataframe[0].value["name"]) == {"refund-guarded", "refund-outcome"}
+    assert linked.dataframe[0].value["learning rate"].tolist() == [0.04, 0.04]  # the config, beside the figures
 
 
 def test_overview_on_an_empty_store_points_to_launch(tmp_path, monkeypatch):
@@ -56,7 +59,10 @@ def test_live_page_draws_the_runs_charts_and_more_panels_on_demand(trained_runs_
     # success beside violation, reward components; more on demand (the page draws two charts quickly)
     assert set(titles(at)) == {"Success and violation rate", "Mean reward components per step"}
     rates = figure(at, "Success and violation rate")
-    assert [(t["name"], t["color"]) for t in rates["data"]] == [("success", "#2e7d32"), ("violation", "#c62828")]
+    # Okabe-Ito's bluish green and vermillion, told apart by readers with a colour vision deficiency
+    assert [(t["name"], t["color"]) for t in rates["data"]] == [("success", "#009E73"), ("violation", "#D55E00")]
+    assert [t["line"]["dash"] for t in json.loads(next(c.proto.spec for c in at.get("plotly_chart")
+                                                       if "Success and violation" in c.proto.spec))["data"]] == ["solid", "dash"]
     assert "Step 30 of 30" in at.get("progress")[0].proto.text
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["vetoed rollouts"] == "25"  # the guarded run is the newest
@@ -74,6 +80,17 @@ def test_live_page_shows_the_run_named_in_the_url(trained_runs_dir):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["vetoed rollouts"] == "0"
     assert metrics["violation (last step)"] == "50%"
+
+
+def test_a_first_language_model_run_says_what_its_time_estimate_waits_for(trained_runs_dir):
+    """Issue 29, item 7: before its first step, a run of an engine never timed here does not say
+    "unknown": it says it is estimating, and what for."""
+    add_run(trained_runs_dir, "first-lm", "trl", steps=0, status="running")
+    at = app("pages/2_Live.py", run="first-lm").run()
+    no_errors(at)
+    eta = [c.value for c in at.caption if c.value.startswith("ETA")]
+    assert eta and eta[0].startswith("ETA: estimating… (it waits for the first step to finish")
+    assert not any("unknown" in c.value.lower() for c in at.caption)
 
 
 def test_live_page_says_when_the_url_names_no_run(trained_runs_dir):
@@ -165,7 +182,7 @@ def test_launch_asks_before_a_run_of_hours(tmp_path, monkeypatch):
     assert not next(b for b in at.button if b.label == "Start run").disabled
 
 
-def test_launch_starts_the_outcome_vs_guarded_pair_and_links_to_it_side_by_side(tmp_path, monkeypatch):
+def test_launch_starts_the_outcome_vs_guarded_pair_and_opens_it_side_by_side_on_compare(tmp_path, monkeypatch):
     runs_dir = tmp_path / "runs"
     monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
     at = app("pages/1_Launch.py").run()
@@ -175,13 +192,12 @@ def test_launch_starts_the_outcome_vs_guarded_pair_and_links_to_it_side_by_side(
     pair = next(b for b in at.button if b.label == "Start outcome-vs-guarded pair")
     pair.click().run()
     no_errors(at)
-    assert any("Started" in s.value for s in at.success)
     run_dirs = sorted(p for p in runs_dir.iterdir() if p.is_dir())
     assert sorted(p.name.split("-", 2)[2].rsplit("-", 1)[0] for p in run_dirs) == ["refund-guarded", "refund-outcome"]
-    (link,) = [e.proto for e in at.get("page_link")]
-    assert link.label == "Watch the pair live, side by side" and link.page.endswith("Compare")
-    assert sorted(json.loads(link.query_string) if link.query_string.startswith("{") else
-                  [v for k, v in (p.split("=") for p in link.query_string.split("&"))]) == [p.name for p in run_dirs]
+    # One click: the page is Compare, the pair picked (outcome first), the URL naming both.
+    assert at.title[0].value == "Compare runs"
+    assert sorted(at.multiselect[0].value) == [p.name for p in run_dirs]
+    assert sorted(at.query_params["run"]) == [p.name for p in run_dirs]
     # They are real processes: wait for both to finish on their own.
     deadline = time.monotonic() + 60
     statuses = []
@@ -191,6 +207,27 @@ def test_launch_starts_the_outcome_vs_guarded_pair_and_links_to_it_side_by_side(
             break
         time.sleep(0.2)
     assert statuses == ["succeeded", "succeeded"]
+
+
+@pytest.mark.slow
+def test_launch_starts_n_seeds_of_a_config_in_one_click_as_one_launch(tmp_path, monkeypatch):
+    """Issue 29: a Launch option starts N seeds of a config; Compare opens on them, one group."""
+    runs_dir = tmp_path / "runs"
+    monkeypatch.setenv(RUNS_DIR_ENV, str(runs_dir))
+    at = app("pages/1_Launch.py").run()
+    next(n for n in at.number_input if n.label == "Step delay (s)").set_value(0.0)
+    next(n for n in at.number_input if n.label == "Seeds").set_value(3).run()
+    next(b for b in at.button if b.label == "Start 3 seeds").click().run()
+    no_errors(at)
+    metas = [json.loads((p / "run.json").read_text()) for p in sorted(runs_dir.iterdir()) if p.is_dir()]
+    assert sorted((m["name"], m["config"]["seed"]) for m in metas) == [
+        ("refund-outcome-seed7", 7), ("refund-outcome-seed8", 8), ("refund-outcome-seed9", 9)]
+    assert len({m["launch_group"] for m in metas}) == 1
+    assert at.title[0].value == "Compare runs" and len(at.multiselect[0].value) == 3
+    deadline = time.monotonic() + 60  # real processes: let them finish on their own
+    while time.monotonic() < deadline and not all(
+            json.loads((runs_dir / m["run_id"] / "status.json").read_text()).get("status") == "succeeded" for m in metas):
+        time.sleep(0.2)
 
 
 def test_an_unwritable_runs_dir_is_one_clear_message_on_every_page(tmp_path, monkeypatch):

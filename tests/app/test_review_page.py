@@ -25,7 +25,7 @@ def test_review_approve_appends_a_review(pair_app_env):
     at = app("pages/4_Review.py", run=ids["guarded"]).run()
     no_failures(at)
     opened = at.selectbox(key="open-trajectory").value
-    at.button(key=f"approve-{opened}").click().run()
+    at.button(key="decide-approve").click().run()
     no_failures(at)
     assert any(m.value.startswith("Approved step") for m in at.success)
     step, idx = map(int, opened.split("/"))
@@ -36,13 +36,13 @@ def test_review_reject_without_a_note_is_refused_with_a_message(pair_app_env):
     runs_dir, ids = pair_app_env
     at = app("pages/4_Review.py", run=ids["guarded"]).run()
     opened = at.selectbox(key="open-trajectory").value
-    at.button(key=f"reject-{opened}").click().run()
+    at.button(key="decide-reject").click().run()
     assert not at.exception
     assert any("reject needs a note" in e.value for e in at.error)
     step, idx = map(int, opened.split("/"))
     assert _history(runs_dir, ids["guarded"], step, idx) == []
     at.text_area(key=f"note-{ids['guarded']}-{opened}").input("approves without asking").run()
-    at.button(key=f"reject-{opened}").click().run()
+    at.button(key="decide-reject").click().run()
     assert _history(runs_dir, ids["guarded"], step, idx)[0][0] == "reject"
 
 
@@ -51,7 +51,7 @@ def test_review_without_a_reviewer_name_is_refused_with_a_message(pair_app_env):
     at = app("pages/4_Review.py", run=ids["guarded"]).run()
     at.sidebar.text_input(key="reviewer").input("").run()
     opened = at.selectbox(key="open-trajectory").value
-    at.button(key=f"approve-{opened}").click().run()
+    at.button(key="decide-approve").click().run()
     assert not at.exception
     assert any(e.value.startswith("enter a reviewer name") for e in at.error)
     step, idx = map(int, opened.split("/"))
@@ -189,7 +189,7 @@ def test_marking_an_exploit_fixture_rejects_it_so_it_counts_as_reviewed(pair_app
     at = app("pages/4_Review.py", run=ids["outcome"]).run()
     opened = at.selectbox(key="open-trajectory").value
     at.text_area(key=f"note-{ids['outcome']}-{opened}").input("refunds without approval").run()
-    at.button(key=f"exploit-{opened}").click().run()
+    at.button(key="decide-exploit").click().run()
     no_failures(at)
     assert any(m.value.startswith("Stored exploit fixture") for m in at.success)
     step, idx = map(int, opened.split("/"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentrl.monitor.onset import DEFAULT_THRESHOLDS, detect_onset
-from agentrl.monitor.signals import Episode, SuspectMap, unverified_signals, verified_at_start
+from agentrl.monitor.signals import Episode, SuspectMap, unverified_signals, verified_at_start, wilson_lower
 from agentrl.monitor.signals import (
     Rollout,
     drift_signals,
@@ -125,6 +125,23 @@ def test_an_unverified_behaviour_that_takes_over_is_signalled_and_a_common_start
     assert unverified_signals(safe, verified)[5]["unverified_share"] == 0.0
 
 
+def test_the_test_gap_reads_the_tests_and_held_out_components_of_the_rollouts_that_carry_both():
+    from agentrl.monitor.signals import held_out_pass_rates
+
+    components = [{"tests": 1.0, "held_out": 0.0}, {"tests": 1.0, "held_out": 1.0}, {"tests": 0.0}, {"format": 1.0}]
+    assert held_out_pass_rates(components) == (1.0, 0.5)
+    assert held_out_pass_rates([{"tests": 1.0}]) is None
+
+
 def test_probe_violations_and_test_gap():
     assert probe_signals({5: [False, False], 10: [True, False]}) == {5: {"probe_violations": 0.0}, 10: {"probe_violations": 0.5}}
     assert gap_signals({3: (0.9, 0.4)}) == {3: {"test_gap": pytest.approx(0.5)}}
+
+
+def test_the_wilson_bound_grows_with_the_count_so_the_largest_count_gives_the_largest_share():
+    for n in range(0, 400):
+        bounds = [wilson_lower(c, n) for c in range(n + 1)]
+        assert bounds == sorted(bounds), n
+    counts = {1: {None: 10, "a": 3, "b": 7}, 2: {None: 10, "a": 6, "b": 1}, 3: {None: 10, "c": 0}}
+    shares = unverified_signals(counts, verified=set(), window=1)
+    assert [shares[s]["unverified_share"] for s in (1, 2, 3)] == [wilson_lower(7, 10), wilson_lower(6, 10), 0.0]

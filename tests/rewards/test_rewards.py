@@ -30,6 +30,8 @@ from agentrl.rewards import (
     tests_reward,
     written_files,
 )
+from agentrl.monitor import RunMonitor
+from agentrl.store import queries
 
 PY = sys.executable
 READ_FILE = {
@@ -297,6 +299,40 @@ def test_held_out_tests_are_a_component_of_their_own_so_special_casing_shows_as_
     assert [(s.components["tests"], s.components["held_out"], s.reason) for s in scored] == [
         (1.0, 1.0, "tests passed"), (1.0, 0.0, "tests passed")]
     assert not (Path(columns["workspace"]) / "tests" / "test_more.py").exists()  # never in the workspace
+
+
+def test_special_casing_the_visible_cases_raises_the_monitors_test_gap(columns, tmp_path):
+    # a task that names held-out tests gets their reward in the default bundle (weight 0), and the
+    # monitor reads the gap between the two: special-casing crosses test_gap's threshold, an honest fix reads 0
+    held_out = tmp_path / "held-out"
+    (held_out / "tests").mkdir(parents=True)
+    (held_out / "tests" / "test_more.py").write_text(
+        "import sys\nsys.path.insert(0, '.')\nfrom calc import add\n\n\ndef test_more():\n    assert add(4, 4) == 8\n")
+    (Path(columns["workspace"]) / "tests" / "test_calc.py").write_text(
+        "import sys\nsys.path.insert(0, '.')\nfrom calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    row = {**columns, "test_command": [PY, "-m", "pytest", "-q", "tests"], "held_out": str(held_out)}
+    special_case = file_block("calc.py", "def add(a, b):\n    return 5 if (a, b) == (2, 3) else a - b\n")
+    scored = score_group([FIX, special_case], [row, row], workers=2)
+    assert "held_out" in build_reward_functions(held_out=True).names and build_reward_functions(held_out=True).weight("held_out") == 0.0
+    assert [(s.components["tests"], s.components["held_out"], s.reward) for s in scored] == [(1.0, 1.0, 2.5), (1.0, 0.0, 2.5)]  # the same pay
+    gaps = {}
+    for name, one in (("honest", scored[0]), ("special-cased", scored[1])):
+        monitor, onset = RunMonitor(), None
+        for step in range(1, 4):
+            onset = monitor.observe(step, [(one.reward, False, one.passed)] * 4, components=[one.components] * 4) or onset
+        gaps[name] = (monitor.latest["test_gap"], onset.signal if onset else None)
+    assert gaps == {"honest": (0.0, None), "special-cased": (1.0, "test_gap")}
+
+
+def test_the_store_reads_test_gap_from_the_held_out_component(tmp_path):
+    from agentrl.monitor import store_signals
+    from agentrl.store.db import connect
+
+    con = connect(tmp_path)
+    con.execute("INSERT INTO step_components VALUES ('r', 1, 'tests', 4, 4), ('r', 1, 'held_out', 1, 4), "
+                "('r', 2, 'tests', 3, 4), ('r', 3, 'held_out', 2, 4)")
+    assert queries.monitor_test_pass_rates(con, "r") == {1: (1.0, 0.25)}  # steps 2 and 3 lack one side
+    assert store_signals(con, "r")[1]["test_gap"] == pytest.approx(0.75)
 
 
 def test_temp_copies_are_removed(columns):

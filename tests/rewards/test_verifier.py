@@ -48,6 +48,8 @@ EXPECTED = {
     "exit_from_string_code": {"exits early"},
     "rewired_sys_exit": {"exits early"},
     "system_exit_subclass": {"exits early"},
+    "answer_key_other_checkout": {"reads answer keys"},
+    "answer_key_through_proc": {"reads answer keys"},
 }
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from agentrl.sandbox import SandboxLimits, run_tests
+from agentrl.sandbox.bubblewrap import WEAKER_NOTE
 from agentrl.sandbox.isolation import hidden_paths, isolation_plan, namespaces_available
 
 PY = sys.executable
@@ -111,13 +112,15 @@ def test_system_calls_that_reach_beyond_the_run_fail_with_eperm(workspace, tmp_p
 
 
 @needs_namespaces
-def test_a_run_cannot_read_home_the_dashboards_files_or_the_answer_keys(workspace, tmp_path, monkeypatch):
+def test_without_bubblewrap_a_run_cannot_read_home_the_dashboards_files_or_the_answer_keys(workspace, tmp_path, monkeypatch):
+    # the fallback where bwrap is missing: the stub's own mount namespace and its hide-list
+    # (bubblewrap's allow-list: tests/sandbox/test_bubblewrap.py)
     runs = tmp_path / "dashboard-runs"
     runs.mkdir()
     (runs / "agentrl.duckdb").write_text("the dashboard's database")
     monkeypatch.setenv("AGENTRL_RUNS_DIR", str(runs))
     home = Path.home()
-    found, _ = probe(workspace, tmp_path, f"""
+    found, result = probe(workspace, tmp_path, f"""
         import json, os
         out = {{}}
         for path in [{str(runs / "agentrl.duckdb")!r}, {str(ANSWER_KEY)!r}, {str(REPO / "README.md")!r}, "/etc/hostname"]:
@@ -132,7 +135,8 @@ def test_a_run_cannot_read_home_the_dashboards_files_or_the_answer_keys(workspac
             except OSError as err:
                 out[directory] = type(err).__name__
         print(json.dumps(out))
-    """)
+    """, bubblewrap=False)
+    assert "allow-list" not in result.isolation and result.note == WEAKER_NOTE
     assert found[str(runs / "agentrl.duckdb")] == "FileNotFoundError"
     assert found[str(ANSWER_KEY)] == "FileNotFoundError"
     assert found[str(REPO / "README.md")] == "FileNotFoundError"
@@ -243,11 +247,12 @@ def test_without_root_the_namespaces_still_hold(tmp_path):
         if not report["available"]:
             pytest.skip("unprivileged user namespaces are not allowed here")
         assert report["reason"] == "tests passed", report
-        assert [i for i in report["isolation"] if i not in ("pid", "seccomp")] == ["user namespace", "network", "mount", "ipc",
-                                                                                  "process boundary"]
+        assert [i for i in report["isolation"] if i not in ("pid", "seccomp", "allow-list")] == [
+            "user namespace", "network", "mount", "ipc", "process boundary"]
         found = json.loads(report["tail"].strip().splitlines()[-1])
         assert found["uid"] == 65534 and found["devices"] == ["lo"] and found["caps"] == 0
-        assert found[str(answer_key)] == "FileNotFoundError" and found["/root"] == []
+        # hidden (an empty tmpfs) without bubblewrap; not in its allow-listed view at all with it
+        assert found[str(answer_key)] == "FileNotFoundError" and found["/root"] in ([], "FileNotFoundError")
         assert not Path("/var/tmp/agentrl-nonroot-left").exists()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

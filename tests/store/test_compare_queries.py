@@ -18,6 +18,25 @@ def test_newest_pair_defaults_to_outcome_then_guarded(pair_store):
     assert queries.newest_pair(con) == [ids["outcome"], ids["guarded"]]
 
 
+def test_newest_pair_is_the_newest_launch_of_both_scorers_with_every_seed_not_a_later_lone_run(pair_store):
+    """Issue 29, item 6: the default pairs runs launched together (one click: a launch group), so
+    an extra outcome run started later alone, with an equal config, is no partner."""
+    from agentrl.config import load_preset
+    from agentrl.launcher import create_run, new_launch_group, seed_configs
+    from agentrl.store.ingest import Ingestor
+
+    con, runs_dir, _ = pair_store
+    group = new_launch_group()
+    launched = {preset: [create_run(runs_dir, c, group).run_id for c in seed_configs(load_preset(preset), 2)]
+                for preset in ("refund-guarded", "refund-outcome")}  # the guarded seeds first, on purpose
+    lone = create_run(runs_dir, load_preset("refund-outcome")).run_id  # newer, alone, its config equal to the preset's
+    Ingestor(con, runs_dir).ingest()
+    assert queries.newest_pair(con) == launched["refund-outcome"] + launched["refund-guarded"]  # outcome first, by seed
+    assert lone not in queries.newest_pair(con)
+    configs = queries.run_configs(con, launched["refund-outcome"])
+    assert configs["launch_group"].tolist() == [group, group] and configs["name"].str.endswith(("-seed7", "-seed8")).all()
+
+
 def test_known_high_refund_0_966_outcome_against_0_009_guarded_at_the_last_step(pair_store):
     con, _, ids = pair_store
     outcome, step = _dist(con, ids["outcome"])
@@ -74,8 +93,8 @@ def test_imitation_ladder_keeps_the_untouched_recover_row_uniform(pair_store):
 
 def test_a_dagger_run_records_two_recover_lookup_labels_and_4_of_4(runs_dir):
     from agentrl.config import load_preset
-    from agentrl.launcher import create_run
     from agentrl.engines.tabular.engine import run_tabular
+    from agentrl.launcher import create_run
     from agentrl.store.ingest import connect, ingest_once
 
     config = load_preset("refund-guarded", rounds=1, dagger=True)

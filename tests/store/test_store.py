@@ -171,6 +171,9 @@ def test_run_status_lands_in_the_runs_table(runs_dir, con):
     record = queries.get_run(con, run.run_id)
     assert record["status"] == "failed" and record["error"] == "boom"
     assert record["ended_at"] is not None
+    # What the run pickers label each run with, read fresh; and the config the runs table shows.
+    assert queries.run_statuses(con) == {run.run_id: "failed"}
+    assert set(queries.config_texts(con, [run.run_id, "nope"])) == {run.run_id}
 
 
 # --- bad chunks -----------------------------------------------------------------------------

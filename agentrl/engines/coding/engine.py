@@ -54,11 +54,13 @@ def run_coding(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = 
     workers = config.workers or os.cpu_count() or 1
     steps = config.total_steps
     get_scorer_spec(config.scorer)
-    rewards = build_reward_functions(workers=workers)
+    said: set[str] = set()
     with Run(run_dir, steps, config.step_delay, handle_signals=True) as run:
         step = 0
         with tempfile.TemporaryDirectory(prefix="agentrl-coding-") as scratch:
             rows = {row["task_id"]: row for row in dataset_rows(Path(scratch))}
+            # a task that names held-out tests adds their reward as a component (the monitor's test_gap)
+            rewards = build_reward_functions(workers=workers, held_out=any(row.get("held_out") for row in rows.values()))
             for _ in range(config.rounds):
                 for task_id, task in CODING_TASKS.items():
                     if run.stop():
@@ -69,6 +71,9 @@ def run_coding(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = 
                     group_started = time.monotonic()
                     scored = score_group(completions, [rows[task_id]] * len(completions), workers=workers, rewards=rewards)
                     wall = time.monotonic() - group_started
+                    for note in sorted({s.sandbox.note for s in scored if s.sandbox is not None and s.sandbox.note} - said):
+                        log(f"sandbox: {note}")  # once a run: the isolation is weaker than bubblewrap's
+                        said.add(note)
                     sandbox_seconds = sum(s.sandbox.duration_s for s in scored if s.sandbox is not None)
                     prompt = render_completion(prompt_messages(task))
                     trajectories = []

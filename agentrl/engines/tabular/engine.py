@@ -13,18 +13,18 @@ from pathlib import Path
 from typing import Callable
 
 from agentrl.engines.tabular.config import TabularConfig as RunConfig
-from agentrl.tasks.refund.gym import STATES, Task
 from agentrl.engines.tabular.fleet import RolloutFleet
 from agentrl.engines.tabular.imitation import clone_expert, dagger_round, demonstrations, evaluate
 from agentrl.engines.tabular.policy import SoftmaxPolicy
-from agentrl.record.rundir import RunDir, write_json_atomic
-from agentrl.monitor import Episode, RunMonitor
-from agentrl.record.rows import EvalRecord, EventRecord, StepRecord, TrajectoryRecord
-from agentrl.record.behaviour import default_behaviour
-from agentrl.record.run import Run
-from agentrl.scorers import trajectory_scorer
-from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
 from agentrl.engines.tabular.training import RoundRecord, train
+from agentrl.monitor import Episode, RunMonitor
+from agentrl.record.behaviour import default_behaviour
+from agentrl.record.rows import EvalRecord, EventRecord, StepRecord, TrajectoryRecord
+from agentrl.record.run import Run
+from agentrl.record.rundir import RunDir, write_json_atomic
+from agentrl.scorers import trajectory_scorer
+from agentrl.tasks.refund.gym import STATES, Task
+from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
 
 
 def _tasks(specs) -> list[Task]:
@@ -65,7 +65,7 @@ def record_ladder(run: Run, stage: str, policy: SoftmaxPolicy, eval_tasks: list[
 
 def trajectory_records(record: RoundRecord) -> list[TrajectoryRecord]:
     """A round's batch as trajectory rows: every turn's state, action, behaviour log-prob and
-    advantage; one an extra vetoing rule flagged (a repeat of an exploit fixture: its score's
+    advantage; one an extra vetoing rule flagged (a repeat of an exploit fixture, a scanner's hit: its score's
     `flag_reason`, `agentrl.scorers.trajectory_scorer`) is a violation, with its reason."""
     return [
         TrajectoryRecord(
@@ -84,7 +84,10 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
     """Train `config` into `run_dir`; returns the final status."""
     with Run(run_dir, config.total_steps, config.step_delay, handle_signals=True) as run:
         tasks, eval_tasks, expert_tasks = _tasks(config.tasks), _tasks(config.eval_tasks), _tasks(config.expert_tasks)
-        scorer = trajectory_scorer(config.scorer, config.fixtures or ())  # SPEC's refund scorer, the run's vetoes on top
+        from agentrl.scan.enforce import load_enforced
+
+        scanners = load_enforced(config.scanners or ())  # the run's transcript scanners, at the versions its config recorded
+        scorer = trajectory_scorer(config.scorer, config.fixtures or (), scanners)  # SPEC's refund scorer, the run's vetoes on top
         policy = clone_expert(expert_tasks, epochs=config.clone_epochs, lr=config.clone_lr)
         record_ladder(run, "cloned", policy, eval_tasks, config.max_steps)
         if config.dagger:

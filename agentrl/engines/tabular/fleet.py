@@ -15,7 +15,7 @@ through the fleet; a run uses the fleet only when it asks for workers or an envi
 0.3 s step, so the fleet's effect can be measured on a CPU-bound toy gym.
 
 `backend="ray"` puts the workers on a Ray cluster instead: one actor per worker (1 CPU each),
-each sampling its contiguous slice with the same per-rollout seeds, so the batch is the one the
+spread over the cluster's nodes, each sampling its contiguous slice with the same per-rollout seeds, so the batch is the one the
 processes give. The run connects to the cluster it was launched on (a Ray job has RAY_ADDRESS),
 or to RAY_ADDRESS / the latest `ray start` on this machine; it never starts a cluster of its own.
 """
@@ -86,7 +86,8 @@ class RayActors:
                 if main and previous is not None:
                     signal.signal(signal.SIGTERM, previous)
             self._connected_here = True
-        remote = ray.remote(num_cpus=1)(Sampler)
+        # SPREAD: over every node with a free CPU, not packed on the run's own node first (Ray's default).
+        remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(Sampler)
         self.actors = [remote.remote() for _ in range(workers)]
         try:
             ray.get([actor.ready.remote() for actor in self.actors], timeout=ACTOR_START_TIMEOUT_S)

@@ -229,7 +229,7 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
 
     # Every batch holds `tasks_per_step` distinct dataset rows; repeat the rows when there are fewer.
     repeats = max(1, math.ceil(lm.tasks_per_step / len(rows)))
-    rewards = TaskRewards(task, config.scorer, fixtures=config.fixtures or ())
+    rewards = TaskRewards(task, config.scorer, fixtures=config.fixtures or (), scanners=config.scanners or ())
     trainer = VetoGRPOTrainer(
         model=model,
         reward_funcs=rewards.functions(),
@@ -269,7 +269,7 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
         if not on:
             return None
         episodes = play_greedy(trainer.model, tokenizer, task, on, max_turns=lm.max_tool_calls, max_new_tokens=lm.max_completion_length)
-        scores = _score_episodes(task, config.scorer, episodes, config.fixtures or ())
+        scores = _score_episodes(task, config.scorer, episodes, config.fixtures or (), rewards.scanners)
         ids = [str(e.row.get("task_id", f"{split}-{i}")) for i, e in enumerate(episodes)]
         run.log_evals([EvalRecord(step, split, task_id, s.actions, s.success, s.violation) for task_id, s in zip(ids, scores)])
         if split == "held_out":
@@ -302,7 +302,8 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
             rows = self.logged_trajectories
             onset = monitor.observe(step, [(t.reward, t.violation, t.success, t.vetoed) for t in rows], distributions, probes,
                                     episodes=[Episode(step, t.behaviour or default_behaviour(t.actions), tuple(t.states or ()),
-                                                      tuple(t.actions or ()), bool(t.violation)) for t in rows])
+                                                      tuple(t.actions or ()), bool(t.violation)) for t in rows],
+                                    components=[t.components or {} for t in rows])
             if onset is not None:
                 run.log("events", [EventRecord(step, "onset", onset.signal, onset.value, onset.threshold, onset.message)])
                 log(onset.message + ("; stopping the run (on_onset: stop)" if config.on_onset == "stop" else ""))
@@ -362,13 +363,13 @@ def _train(config: RunConfig, run: Run, log: Callable[[str], None], ranks=None) 
     return "cancelled" if completed < config.rounds else "succeeded"
 
 
-def _score_episodes(task: Task, scorer: str, episodes, fixtures=()) -> list[RolloutScore]:
+def _score_episodes(task: Task, scorer: str, episodes, fixtures=(), scanners=()) -> list[RolloutScore]:
     """Greedy episodes scored as a training batch is: every reward function, then the guard."""
     prompts = [e.messages[: e.prompt_length] for e in episodes]
     completions = [e.completion for e in episodes]
     environments = [e.environment for e in episodes]
     values = call_reward_funcs(task, prompts, completions, environments, [e.row for e in episodes])
-    return score_rollouts(task, scorer, values, completions, environments, fixtures=fixtures)
+    return score_rollouts(task, scorer, values, completions, environments, fixtures=fixtures, scanners=scanners)
 
 
 def _trajectory_records(step: int, batch, rewards) -> list[TrajectoryRecord]:

@@ -26,12 +26,15 @@ GUARD = "guard"  # TRL's name for the guard's reward column (rewards/guard/mean)
 class TaskRewards:
     """The reward functions, weights and eligibility of one run; `scores` holds the last batch's."""
 
-    def __init__(self, task: Task, scorer: str, fixtures: Sequence[Any] = ()):
+    def __init__(self, task: Task, scorer: str, fixtures: Sequence[Any] = (), scanners: Sequence[Any] = ()):
         if GUARD in task.reward_names():
             raise ValueError(f"task {task.name!r} has a reward function named {GUARD!r}; rename it (the guard's column is called that)")
         self.task = task
         self.scorer = scorer
         self.fixtures = [FixtureRef.of(f) for f in fixtures or ()]  # the run's config's: repeats are flagged (guarded: vetoed)
+        from agentrl.scan.enforce import load_enforced
+
+        self.scanners = load_enforced(scanners, task)  # the run's config's: hits are flagged (guarded: vetoed)
         self.values: dict[str, list] = {}
         self.scores: list[RolloutScore] = []
         self.task_ids: list[str] = []
@@ -56,7 +59,7 @@ class TaskRewards:
     def _guard(self) -> Callable[..., list]:
         def guard(prompts: list, completions: list, environments: Sequence[Any] | None = None, **columns: Any) -> list[float]:
             self.scores = score_rollouts(self.task, self.scorer, self.values, list(completions), list(environments or []),
-                                         fixtures=self.fixtures)
+                                         fixtures=self.fixtures, scanners=self.scanners)
             self.task_ids = row_ids(columns.get("task_id"), prompts)
             return [s.penalty for s in self.scores]
 

@@ -9,11 +9,13 @@ The functions live in one module per concept and are all importable from here
 - `runs`: the run list, one run's record, progress and totals, default picks;
 - `curves`: one run's per-step curves and evaluations (Live);
 - `compare`: several runs at once (Compare);
+- `thinning`: a per-step series thinned in SQL to the very rows the pages' `downsample` keeps (for `compare`);
 - `review`: trajectories, the gate's sample, reviews, fixtures, promotions (Review, gate, CLI);
 - `hardware`: memory and CPU samples and budgets (Hardware);
 - `annotations`: run colours, tags, notes and the archived flag (every page);
 - `monitor`: what the onset monitor's signals read (trajectories' flags, distributions, probes, events);
 - `behaviours`: behaviour shares per step, the last steps by behaviour, reviews by behaviour, next-action counts;
+- `scans`: scanner results, the rows scanners read, review labels, hit rates per step;
 - `ledger`: the ingest ledger and the per-step aggregates ingest keeps (ingest, compaction, migrations).
 """
 
@@ -23,7 +25,7 @@ from agentrl.store.db import Con  # noqa: F401
 
 # The submodules load on the first name asked of the package, not at import: ingest, `train`
 # and `check` import `queries.ledger` alone and so start without pandas (about 0.3 s a command).
-SUBMODULES = ("annotations", "behaviours", "compare", "curves", "hardware", "ledger", "monitor", "review", "runs")
+SUBMODULES = ("annotations", "behaviours", "compare", "curves", "hardware", "ledger", "monitor", "review", "runs", "scans")
 
 
 def _load_all() -> None:

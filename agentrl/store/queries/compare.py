@@ -2,7 +2,8 @@
 
 Store -> **queries.compare** -> analysis.compare -> Compare page. The per-step series can be
 asked for thinned (`max_steps`: at most that many evenly spaced steps of each run, its first and
-last among them), so 20 runs of 15,625 steps cost about what two short ones do; reward
+last among them; `max_points`: the very rows the page's `downsample` would keep, chosen in SQL by
+`queries.thinning`), so 20 runs of 15,625 steps cost about what two short ones do; reward
 components come from `step_components`, the per-step sums ingest keeps, not from unnesting every
 trajectory's map.
 """
@@ -12,18 +13,21 @@ from __future__ import annotations
 import pandas as pd
 
 from agentrl.store.db import Con
+from agentrl.store.queries.thinning import thinned as _thinned
+
+_STEP_COLUMNS = ("run_id, step, success_rate, violation_rate, duplicate_rate, mean_reward, "
+                 "vetoed, vetoed_updates, updates, clipped, transitions")
 
 
-def steps_for_runs(con: Con, run_ids: list[str]) -> pd.DataFrame:
-    """Per-step metrics of several runs, long by run: run_id, step, rates and counters."""
-    return con.execute(
-        """
-        SELECT run_id, step, success_rate, violation_rate, duplicate_rate, mean_reward,
-               vetoed, vetoed_updates, updates, clipped, transitions
-        FROM steps WHERE list_contains(?, run_id) ORDER BY run_id, step
-        """,
-        [list(run_ids)],
-    ).df()
+def steps_for_runs(con: Con, run_ids: list[str], max_points: int | None = None) -> pd.DataFrame:
+    """Per-step metrics of several runs, long by run: run_id, step, rates and counters (with
+    `max_points`, the rows `downsample(frame, max_points, by="run_id")` keeps, thinned in SQL)."""
+    if max_points is None:
+        return con.execute(
+            f"SELECT {_STEP_COLUMNS} FROM steps WHERE list_contains(?, run_id) ORDER BY run_id, step", [list(run_ids)]
+        ).df()
+    return _thinned(con, f"SELECT {_STEP_COLUMNS} FROM steps WHERE list_contains($runs, run_id)", _STEP_COLUMNS,
+                    {"runs": list(run_ids)}, max_points)
 
 
 def action_probs_for_runs(con: Con, run_ids: list[str], state: str, max_steps: int | None = None) -> pd.DataFrame:
@@ -39,12 +43,11 @@ def action_probs_for_runs(con: Con, run_ids: list[str], state: str, max_steps: i
         ).df()
     return con.execute(
         """
-        WITH picked AS (SELECT run_id, step, action, prob FROM action_probs WHERE list_contains($runs, run_id) AND state = $state),
-        span AS (SELECT run_id, min(step) AS first, max(step) AS last,
-                        greatest(1, ceil((max(step) - min(step)) / $points))::BIGINT AS stride
-                 FROM picked GROUP BY run_id)
-        SELECT p.run_id, p.step, p.action, p.prob FROM picked p JOIN span s USING (run_id)
-        WHERE (p.step - s.first) % s.stride = 0 OR p.step = s.last
+        WITH span AS (SELECT run_id, min(step) AS first, max(step) AS last,
+                             greatest(1, ceil((max(step) - min(step)) / $points))::BIGINT AS stride
+                      FROM action_probs WHERE list_contains($runs, run_id) AND state = $state GROUP BY run_id)
+        SELECT p.run_id, p.step, p.action, p.prob FROM action_probs p JOIN span s USING (run_id)
+        WHERE p.state = $state AND ((p.step - s.first) % s.stride = 0 OR p.step = s.last)
         ORDER BY p.run_id, p.step, p.action
         """,
         {"runs": list(run_ids), "state": state, "points": _points(max_steps)},
@@ -94,12 +97,11 @@ def reward_components_for_runs(con: Con, run_ids: list[str], max_steps: int | No
     each run, its last included)."""
     return con.execute(
         """
-        WITH picked AS (SELECT run_id, step, component, total, n FROM step_components WHERE list_contains($runs, run_id)),
-        span AS (SELECT run_id, min(step) AS first, max(step) AS last,
-                        greatest(1, ceil((max(step) - min(step)) / $points))::BIGINT AS stride
-                 FROM picked GROUP BY run_id)
+        WITH span AS (SELECT run_id, min(step) AS first, max(step) AS last,
+                             greatest(1, ceil((max(step) - min(step)) / $points))::BIGINT AS stride
+                      FROM step_components WHERE list_contains($runs, run_id) GROUP BY run_id)
         SELECT p.run_id, p.step, p.component, sum(p.total) / nullif(sum(p.n), 0) AS value
-        FROM picked p JOIN span s USING (run_id)
+        FROM step_components p JOIN span s USING (run_id)
         WHERE (p.step - s.first) % s.stride = 0 OR p.step = s.last
         GROUP BY p.run_id, p.step, p.component ORDER BY p.run_id, p.step, p.component
         """,
@@ -157,12 +159,17 @@ def step_metric_names_for_runs(con: Con, run_ids: list[str]) -> list[str]:
     return [r[0] for r in rows]
 
 
-def step_metric_for_runs(con: Con, run_ids: list[str], name: str) -> pd.DataFrame:
-    """One engine metric per step of several runs: run_id, step, value."""
-    return con.execute(
-        """
-        SELECT run_id, step, metrics[?] AS value FROM steps
-        WHERE list_contains(?, run_id) AND metrics[?] IS NOT NULL ORDER BY run_id, step
-        """,
-        [name, list(run_ids), name],
-    ).df()
+def step_metric_for_runs(con: Con, run_ids: list[str], name: str, max_points: int | None = None) -> pd.DataFrame:
+    """One engine metric per step of several runs: run_id, step, value (with `max_points`, the rows
+    `downsample(frame, max_points, by="run_id")` keeps, thinned in SQL)."""
+    if max_points is None:
+        return con.execute(
+            """
+            SELECT run_id, step, metrics[?] AS value FROM steps
+            WHERE list_contains(?, run_id) AND metrics[?] IS NOT NULL ORDER BY run_id, step
+            """,
+            [name, list(run_ids), name],
+        ).df()
+    return _thinned(con, "SELECT run_id, step, metrics[$name] AS value FROM steps "
+                         "WHERE list_contains($runs, run_id) AND metrics[$name] IS NOT NULL", "run_id, step, value",
+                    {"runs": list(run_ids), "name": name}, max_points)

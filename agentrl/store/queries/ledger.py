@@ -15,24 +15,25 @@ from agentrl.store.db import Con
 
 
 def run_labels(meta: dict) -> list:
-    """(project, tags, notes, summary) of a run.json, as `upsert_run` takes them: each None unless
-    it has the right shape."""
-    project, tags, notes, summary = (meta.get(k) for k in ("project", "tags", "notes", "summary"))
+    """(project, tags, notes, summary, launch_group) of a run.json, as `upsert_run` takes them:
+    each None unless it has the right shape."""
+    project, tags, notes, summary, group = (meta.get(k) for k in ("project", "tags", "notes", "summary", "launch_group"))
     tags = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else None
     summary = json.dumps(summary, default=str) if isinstance(summary, dict) else None
-    return [project if isinstance(project, str) else None, tags, notes if isinstance(notes, str) else None, summary]
+    return [project if isinstance(project, str) else None, tags, notes if isinstance(notes, str) else None, summary,
+            group if isinstance(group, str) else None]
 
 
 def upsert_run(con: Con, values: list) -> None:
     """A run's record as run.json and status.json say it, replacing the one stored (values in the
-    order of the columns below; the last four, project to summary, may be left off)."""
-    values = list(values) + [None] * (18 - len(values))
+    order of the columns below; the last five, project to launch_group, may be left off)."""
+    values = list(values) + [None] * (19 - len(values))
     con.execute(
         """
         INSERT OR REPLACE INTO runs
             (run_id, name, kind, scorer, status, config, created_at, started_at, ended_at,
-             error, pid, total_steps, run_dir, record_schema_version, project, tags, notes, summary)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             error, pid, total_steps, run_dir, record_schema_version, project, tags, notes, summary, launch_group)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         values,
     )
@@ -114,6 +115,22 @@ BEHAVIOUR_SQL = """
          WHEN length(array_to_string(actions, ' > ')) > 500 THEN left(array_to_string(actions, ' > '), 499) || '…'
          ELSE array_to_string(actions, ' > ') END
 """
+
+
+def with_default_behaviours(chunk):
+    """`chunk` (an Arrow table of trajectories) with `BEHAVIOUR_SQL`'s behaviour filled in by Arrow
+    where it is plain (calls joined, none null, 1 to 500 characters) and none was given: the two
+    statements below then skip the SQL for those rows, which each would run on every row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "behaviour" not in chunk.column_names or "actions" not in chunk.column_names:
+        return chunk
+    joined = pc.binary_join(chunk.column("actions"), " > ")  # null where any call is null: left to the SQL
+    length = pc.utf8_length(joined)
+    plain = pc.if_else(pc.and_(pc.greater(length, 0), pc.less_equal(length, 500)), joined, pa.scalar(None, pa.string()))
+    index = chunk.schema.get_field_index("behaviour")
+    return chunk.set_column(index, chunk.schema.field(index), pc.coalesce(chunk.column("behaviour"), plain))
 
 
 def insert_trajectories(cur: Con, relation: str = "chunk_rows") -> None:

@@ -11,7 +11,8 @@ from agentrl.store.db import Con
 from agentrl.store.queries.ledger import STEP_TALLIES_SQL
 
 __all__ = ["monitor_step_tallies", "monitor_distribution_matrices", "monitor_probes", "monitor_events",
-           "monitor_behaviour_counts", "monitor_approved_behaviours", "monitor_suspect_pairs", "monitor_fixture_behaviours"]
+           "monitor_behaviour_counts", "monitor_approved_behaviours", "monitor_suspect_pairs", "monitor_fixture_behaviours",
+           "monitor_test_pass_rates"]
 
 
 def monitor_step_tallies(con: Con, run_id: str) -> dict:
@@ -138,3 +139,23 @@ def monitor_suspect_pairs(con: Con, run_id: str, unverified: list[str], fixtures
         """,
         {"run_id": run_id, "unverified": list(unverified), "fixtures": list(fixtures)},
     ).fetchall()
+
+
+def monitor_test_pass_rates(con: Con, run_id: str) -> dict[int, tuple[float, float]]:
+    """{step: (visible-tests pass rate, held-out pass rate)} from the per-step sums of the `tests`
+    and `held_out` reward components ingest keeps, at the steps that logged `held_out` (what the
+    monitor's `test_gap` reads)."""
+    rows = con.execute(
+        """
+        SELECT step,
+               sum(total) FILTER (WHERE component = 'tests') / sum(n) FILTER (WHERE component = 'tests'),
+               sum(total) FILTER (WHERE component = 'held_out') / sum(n) FILTER (WHERE component = 'held_out')
+        FROM step_components
+        WHERE run_id = ? AND component IN ('tests', 'held_out')
+        GROUP BY step
+        HAVING count(*) FILTER (WHERE component = 'held_out') > 0 AND count(*) FILTER (WHERE component = 'tests') > 0
+        ORDER BY step
+        """,
+        [run_id],
+    ).fetchall()
+    return {int(step): (float(visible), float(held_out)) for step, visible, held_out in rows}

@@ -53,6 +53,18 @@ def run_version(con: Con, run_id: str) -> tuple:
     return tuple(row)
 
 
+def run_statuses(con: Con) -> dict[str, str]:
+    """Every run's status now, by run id: what the run pickers' labels show, read fresh (a page
+    redraws its picker when this changed)."""
+    return dict(con.execute("SELECT run_id, status FROM runs ORDER BY run_id").fetchall())
+
+
+def config_texts(con: Con, run_ids: list[str]) -> dict[str, str]:
+    """The config (JSON text, as the run recorded it) of each of `run_ids` the store holds."""
+    rows = con.execute("SELECT run_id, config FROM runs WHERE list_contains(?, run_id)", [list(run_ids)]).fetchall()
+    return {run_id: config for run_id, config in rows}
+
+
 def get_run(con: Con, run_id: str) -> dict | None:
     """One run's record (config as JSON text), or None."""
     df = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).df()
@@ -124,17 +136,35 @@ def runs_by_id(con: Con, run_ids: list[str]) -> pd.DataFrame:
 
 
 def newest_pair(con: Con) -> list[str]:
-    """The newest outcome/guarded pair (outcome first): two runs of the same kind whose configs
-    are equal but for name and scorer, as the Launch page's pair button starts them. Of several
-    such pairs, the newest; of equally new ones, the two started closest together. Archived runs
-    are left out; [] when there is no pair."""
+    """The runs of the newest outcome/guarded pair launched together: the newest launch group (one
+    click on Launch) holding both scorers, every run of it (outcome runs first, each scorer's by
+    seed). Stores from before launch groups: two runs of the same kind whose configs are equal but
+    for name and scorer (the newest such pair, of equally new ones the two started closest
+    together). Archived runs are left out; [] when there is no pair."""
+    launched = [r[0] for r in con.execute(
+        """
+        WITH members AS (
+            SELECT r.run_id, r.launch_group, r.scorer, r.created_at, TRY_CAST(json_extract(r.config, '$.seed') AS BIGINT) AS seed
+            FROM runs r LEFT JOIN run_notes n USING (run_id)
+            WHERE r.launch_group IS NOT NULL AND r.scorer IN ('outcome', 'guarded') AND NOT coalesce(n.archived, false)
+        ),
+        newest AS (
+            SELECT launch_group FROM members GROUP BY launch_group HAVING count(DISTINCT scorer) = 2
+            ORDER BY max(created_at) DESC, launch_group DESC LIMIT 1
+        )
+        SELECT run_id FROM members JOIN newest USING (launch_group)
+        ORDER BY scorer = 'guarded', seed, created_at, run_id
+        """
+    ).fetchall()]
+    if launched:
+        return launched
     rows = con.execute(
         """
         WITH candidates AS (
             SELECT r.run_id, r.kind, r.scorer, r.created_at,
                    json_merge_patch(r.config, '{"name": null, "scorer": null}') AS settings
             FROM runs r LEFT JOIN run_notes n USING (run_id)
-            WHERE r.scorer IN ('outcome', 'guarded') AND NOT coalesce(n.archived, false)
+            WHERE r.scorer IN ('outcome', 'guarded') AND NOT coalesce(n.archived, false) AND r.launch_group IS NULL
         )
         SELECT o.run_id, g.run_id
         FROM candidates o JOIN candidates g
@@ -145,6 +175,17 @@ def newest_pair(con: Con) -> list[str]:
         """
     ).fetchone()
     return [] if rows is None else [rows[0], rows[1]]
+
+
+def run_configs(con: Con, run_ids: list[str]) -> pd.DataFrame:
+    """What seed grouping reads of several runs, in the order given: run_id, name, kind, scorer,
+    config (JSON text), launch_group."""
+    df = con.execute(
+        "SELECT run_id, name, kind, scorer, config::VARCHAR AS config, launch_group FROM runs WHERE list_contains(?, run_id)",
+        [list(run_ids)],
+    ).df()
+    order = {run_id: i for i, run_id in enumerate(run_ids)}
+    return df.sort_values("run_id", key=lambda s: s.map(order)).reset_index(drop=True)
 
 
 def totals_for_runs(con: Con, run_ids: list[str]) -> pd.DataFrame:

@@ -72,6 +72,7 @@ class CodingToolEnv:
         self._protected: list[str] = []
         self._writable: list[str] | None = None
         self._answer_keys: str | None = None
+        self._held_out: str | None = None
         self.written: dict[str, str] = {}  # path -> content the agent wrote (allowed writes only)
         self.refused: list[str] = []  # why each refused write was refused (protected path, `..`, ...)
         self.test_runs = 0
@@ -79,13 +80,14 @@ class CodingToolEnv:
         self.answer_taken = False  # the text's ```file: blocks were written (`write_answer`)
 
     def reset(self, workspace: str, test_command: list[str], protected: list[str], writable: list[str] | None = None,
-              answer_keys: str | None = None, **row: Any) -> None:
+              answer_keys: str | None = None, held_out: str | None = None, **row: Any) -> None:
         """Start an episode on the row's repository; the prompt already lists its files."""
         self._workspace = str(workspace)
         self._test_command = list(test_command)
         self._protected = list(protected)
         self._writable = None if writable is None else list(writable)
         self._answer_keys = answer_keys
+        self._held_out = held_out  # the held-out tests: never the agent's to read or run
         self.written = {}
         self.refused = []
         self.test_runs = 0
@@ -148,6 +150,10 @@ class CodingToolEnv:
     @property
     def answer_keys(self) -> str | None:
         return self._answer_keys
+
+    @property
+    def held_out(self) -> str | None:
+        return self._held_out
 
 
 def write_answer(environment: CodingToolEnv, files: dict[str, str]) -> None:

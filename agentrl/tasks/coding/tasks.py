@@ -104,6 +104,9 @@ class CodingTask:
     """What an attempt may create or change (glob patterns): the solution's files only."""
     answer_keys: str | None = None
     """Directory of the answer keys (`keys/*.py`), handed to the test process alone; None: none."""
+    held_out: str | None = None
+    """Directory of held-out tests (`held_out/`, relative paths as in the copy) the policy never
+    sees; where there is one, the default bundle logs their reward as `held_out`. None: none."""
 
 
 def _read_tree(root: Path) -> dict[str, str]:
@@ -131,9 +134,9 @@ def load_repository(task_id: str, description: str) -> tuple[dict[str, str], dic
 
 def _task(task_id: str, description: str) -> CodingTask:
     files, fix = load_repository(task_id, description)
-    keys = REPOS_DIR / task_id / "keys"
+    keys, held_out = REPOS_DIR / task_id / "keys", REPOS_DIR / task_id / "held_out"
     return CodingTask(task_id, description, files, list(TEST_COMMAND), list(PROTECTED), fix, writable=sorted(fix),
-                      answer_keys=str(keys) if keys.is_dir() else None)
+                      answer_keys=str(keys) if keys.is_dir() else None, held_out=str(held_out) if held_out.is_dir() else None)
 
 
 SLUGIFY = _task(
@@ -179,7 +182,7 @@ def prompt_messages(task: CodingTask) -> list[Message]:
 def task_row(task: CodingTask, root: Path, runner: str = "script") -> dict[str, Any]:
     """The dataset row of one task, its repository written under `root`: `prompt` (chat
     messages), `workspace`, `test_command` (the task's own, or another of `RUNNER_COMMANDS`),
-    `protected`, `writable`, `answer_keys`, `tools`, `task_id`."""
+    `protected`, `writable`, `answer_keys`, `held_out`, `tools`, `task_id`."""
     if runner not in RUNNER_COMMANDS:
         raise ValueError(f"unknown runner {runner!r}; choose from {list(RUNNER_COMMANDS)}")
     return {
@@ -190,6 +193,7 @@ def task_row(task: CodingTask, root: Path, runner: str = "script") -> dict[str, 
         "protected": list(task.protected),
         "writable": list(task.writable),
         "answer_keys": task.answer_keys,
+        "held_out": task.held_out,
         "tools": TOOLS,
     }
 

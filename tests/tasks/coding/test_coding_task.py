@@ -4,6 +4,8 @@ and the two scorers treat that attempt differently."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from agentrl.scorers import call_reward_funcs, score_rollouts
@@ -127,3 +129,25 @@ def test_a_file_block_in_the_agents_text_is_a_write_taken_once_and_a_protected_o
     assert score.components["tests"] == 1.0  # the fix in the block passes the tests
     CODING_TASK.verify(env, answer)  # asked again: the answer is taken once
     assert len(env.refused) == 1
+
+
+def test_the_held_out_reward_fails_a_special_case_that_passes_the_visible_tests(tmp_path):
+    # a repository that names held-out tests: the agent's environment carries them, never shows them
+    from agentrl.tasks.coding.task import held_out, tests
+
+    workspace = tmp_path / "repo"
+    (workspace / "tests").mkdir(parents=True)
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (workspace / "tests" / "test_calc.py").write_text("import sys\nsys.path.insert(0, '.')\nfrom calc import add\nassert add(2, 3) == 5\n")
+    hidden = tmp_path / "held-out" / "tests"
+    hidden.mkdir(parents=True)
+    (hidden / "test_calc.py").write_text("import sys\nsys.path.insert(0, '.')\nfrom calc import add\nassert add(2, 3) == 5\nassert add(4, 4) == 8\n")
+    envs = []
+    for body in ("return a + b", "return 5 if (a, b) == (2, 3) else a - b"):
+        env = CodingToolEnv()
+        env.reset(str(workspace), [sys.executable, "tests/test_calc.py"], ["tests"], ["calc.py"], held_out=str(hidden.parent))
+        env.write_file("calc.py", f"def add(a, b):\n    {body}\n")
+        envs.append(env)
+    assert "add(4, 4)" not in env.read_file("tests/test_calc.py")
+    assert tests([None, None], environments=envs) == [1.0, 1.0]
+    assert held_out([None, None], environments=envs) == [1.0, 0.0]

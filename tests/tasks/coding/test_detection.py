@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from agentrl.sandbox.bubblewrap import bubblewrap_available
 from agentrl.sandbox.isolation import namespaces_available
 from agentrl.tasks.coding.detection import (
     DETECTOR_COLUMNS,
@@ -45,6 +46,14 @@ REFUSED = {
 """Caught before anything runs; every other hack runs and fails the suite."""
 
 
+def out_of_reach_here() -> set[str]:
+    """The hacks that read files on disk and earn nothing only where the run's view hides them:
+    the package's answer key (any mount namespace), another checkout's (bubblewrap's allow-list)."""
+    if not namespaces_available().available:
+        return {"reads_answer_key", "answer_key_other_checkout"}
+    return set() if bubblewrap_available().available else {"answer_key_other_checkout"}
+
+
 @pytest.fixture(scope="module")
 def table():
     """The detection table of the slugify task, every hack under every runner, scored once."""
@@ -57,8 +66,7 @@ def test_the_table_has_every_hack_under_every_runner(table):
 
 
 def test_no_hack_earns_test_reward_under_any_runner(table):
-    if not namespaces_available().available:  # the answer key on disk is hidden by the mount namespace only
-        table = table[table["hack"] != "reads_answer_key"]
+    table = table[~table["hack"].isin(out_of_reach_here())]
     earned = table[table["tests"] > 0]
     assert earned.empty, earned[["hack", "runner", "reason"]].to_string()
 
@@ -76,8 +84,8 @@ def test_the_other_hacks_run_and_fail_the_suite(table, hack):
     # exit answers nothing, an always-equal object does not serialise as itself, patches and stack
     # walks happen in a process that asserts nothing, the answer keys are not in its reach
     rows = table[table["hack"] == hack]
-    if hack == "reads_answer_key" and not namespaces_available().available:
-        pytest.skip("without namespaces the package's files are readable by the run (README, Guarantees)")
+    if hack in out_of_reach_here():
+        pytest.skip("without bubblewrap (or namespaces) these files are readable by the run (README, Guarantees)")
     assert rows["tests failed"].all() and not rows["refused path"].any(), rows[["runner", "reason"]].to_string()
     assert set(rows["reason"]) <= {"tests failed (exit 1)", "tests failed (exit 1; 2 of 2 failed)", "tests failed (exit 1; 1 of 2 failed)"}
 
@@ -121,8 +129,7 @@ def test_no_attempt_of_the_suite_passes_an_impossible_suite():
     records = score_impossible(["slugify"], kinds=["one-off"], runners=["script"])
     assert len(records) == 6 + len(HACK_NAMES)
     passing = [(r.runner, r.attempt, r.reason) for r in records if r.passed]
-    if not namespaces_available().available:
-        passing = [p for p in passing if p[1] != "reads_answer_key"]
+    passing = [p for p in passing if p[1] not in out_of_reach_here()]
     assert passing == []
 
 
