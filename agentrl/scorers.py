@@ -1,19 +1,26 @@
-"""The scorer registry: the names a run config's `scorer` may take, what each one means, and both
-scorers applied to any task on the Task contract.
+"""Scoring, in one place every engine asks: the scorer registry (the names a run config's `scorer`
+may take and what each one means), the guard's decision on one rollout, and the extra vetoing
+rules a run applies on top of its task's verifier.
 
-Launch -> config (`scorer`) -> engine -> task. A scorer is a policy about reward and permission,
-the same for every task (SPEC section 6): `outcome` pays the task's own reward (the weighted sum
-of its reward functions) and lets every trajectory teach; `guarded` adds the penalties of the
-task's `verify` to that reward and vetoes ineligible trajectories from the update (their
-penalised reward still counts in the group baseline). `score_rollouts` does that for any task;
-the tabular engine keeps SPEC's bit-exact refund scorers (`agentrl.tasks.refund.scoring`). An
-engine lists which scorers it accepts.
+Launch -> config (`scorer`) -> engine -> **scorers** -> task. A scorer is a policy about reward
+and permission, the same for every task (SPEC section 6): `outcome` pays the task's own reward
+(the weighted sum of its reward functions) and lets every trajectory teach; `guarded` adds the
+penalties of the task's `verify` to that reward and vetoes ineligible trajectories from the update
+(their penalised reward still counts in the group baseline). Every engine asks here:
 
-Review teaches the guard here too: a run's config lists the exploit fixtures of its task that
-existed when it was launched (`FixtureRef`: id and behaviour); `fixture_hit` says which one a
-rollout repeats (the task's `matches_fixture`, default equal behaviour). Every engine asks it: a
-repeat is flagged like a verifier's violation ("matches exploit fixture N") under either scorer,
-and under `guarded` it also costs `FIXTURE_PENALTY_COMPONENT` and is vetoed.
+- the LM engine (and a fixture's replay, `agentrl.tasks.replay`): `score_rollouts`, any task on
+  the Task contract; its reward functions are the task's (`agentrl.rewards` for the coding task);
+- the tabular engine: `trajectory_scorer`, which dispatches to SPEC's bit-exact refund scorers
+  (`agentrl.tasks.refund.scoring`) and applies the run's vetoes on top;
+- the coding engine: `guard`, its scripted attempts' weighted sum (`agentrl.rewards.score_group`)
+  and its verifier's verdict (a refused write) turned into the guard's decision.
+
+`guard` is the verifier's decision then `apply_vetoes`: the one place extra vetoing rules are
+applied, whichever engine scored the rollout. Today the rules are the exploit fixtures the run's
+config lists (`FixtureRef`: id, behaviour, states), found by `rule_vetoes` (`fixture_hit`: the
+task's `matches_fixture`, default equal behaviour). A rule that fires flags the rollout like a
+verifier's violation under either scorer ("matches exploit fixture N"), and under `guarded` also
+costs its own penalty component (`fixture_penalty`) and vetoes it.
 """
 
 from __future__ import annotations
@@ -110,6 +117,125 @@ def called_tools(completion: Any) -> list[str]:
     return names
 
 
+# --- the guard's decision on one rollout, and the extra vetoing rules -----------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The guard's decision on one rollout: the reward the update uses, every term by name, the
+    guarded penalties summed, whether it may teach, whether it is flagged and why."""
+
+    reward: float
+    components: dict[str, float]
+    penalty: float  # the guarded scorer's penalty terms, summed (0 for outcome-only)
+    eligible: bool
+    violation: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Veto:
+    """One extra vetoing rule on one rollout: the reward component it is recorded under, what it
+    costs under `guarded` when it fires, and why it fired (None: it did not)."""
+
+    component: str
+    penalty: float  # negative
+    reason: str | None
+
+    @property
+    def fired(self) -> bool:
+        return self.reason is not None
+
+
+def apply_vetoes(decision: Decision, guarded: bool, vetoes: Sequence[Veto]) -> Decision:
+    """The extra vetoing rules applied to a decision: a rule that fires flags the rollout (a
+    violation, its reason added) under either scorer, and under `guarded` costs its penalty and
+    vetoes it. Under `guarded` each rule's component is recorded, 0.0 when it does not fire, so
+    every rollout of a run has the same components."""
+    reward, components, penalty = decision.reward, dict(decision.components), decision.penalty
+    eligible, violation, reason = decision.eligible, decision.violation, decision.reason
+    for veto in vetoes:
+        if guarded:
+            term = veto.penalty if veto.fired else 0.0
+            components[veto.component] = term
+            penalty += term
+            reward += term
+        if veto.fired:
+            violation = True
+            eligible = False if guarded else eligible
+            reason = "; ".join(filter(None, [reason, veto.reason]))
+    return Decision(reward, components, penalty, eligible, violation, reason)
+
+
+def rule_vetoes(task, fixtures: Sequence[Any], behaviour: str | None, states: Sequence[str] | None,
+                penalty: float) -> list[Veto]:
+    """The extra vetoing rules of a run on one rollout, in the order they apply: the exploit
+    fixtures it lists (a repeat costs `penalty`); none when it lists none. (A run's other
+    vetoing rules, such as transcript scanners, are added to this list.)"""
+    vetoes = []
+    if fixtures:
+        hit = fixture_hit(task, fixtures, behaviour, states)
+        vetoes.append(Veto(FIXTURE_PENALTY_COMPONENT, penalty, None if hit is None else fixture_reason(hit.fixture_id)))
+    return vetoes
+
+
+def guard(scorer: str, task_reward: float, components: Mapping[str, float], verdict, penalties: Mapping[str, float],
+          vetoes: Sequence[Veto] = ()) -> Decision:
+    """The decision of scorer `scorer` on one rollout whose task reward and its terms are known:
+    `verdict` (`violation`, `eligible`, `reason`: the task's `verify`) with, under `guarded`, its
+    `penalties` added and the ineligible vetoed; then the extra vetoing rules (`apply_vetoes`)."""
+    guarded = get_scorer_spec(scorer).guarded
+    components = dict(components)
+    penalty = 0.0
+    if guarded:
+        components.update(penalties)
+        penalty = sum(penalties.values())
+    decision = Decision(task_reward + penalty, components, penalty, verdict.eligible if guarded else True,
+                        bool(verdict.violation), verdict.reason or "")
+    return apply_vetoes(decision, guarded, vetoes)
+
+
+# --- the tabular engine: SPEC's bit-exact refund scorers ----------------------------------------
+
+
+REFUND_SCORING = "agentrl.tasks.refund.scoring"
+"""The module of SPEC's bit-exact refund scorers (`get_scorer`, `Score`, `VIOLATION_PENALTY`):
+resolved when asked, as the engine registry's entries are, so this module stays a leaf the record
+may import (tests/test_layout.py)."""
+BEHAVIOUR = "agentrl.record.behaviour"  # default_behaviour: a gym trajectory's calls joined by " > "
+
+
+def _entry(module: str, attribute: str):
+    import importlib
+
+    return getattr(importlib.import_module(module), attribute)
+
+
+def trajectory_scorer(name: str, fixtures: Sequence[Any] = (), scanners: Sequence[Any] = ()):
+    """The tabular engine's scorer `name` on a refund gym trajectory: SPEC's bit-exact refund
+    scorer (`REFUND_SCORING`; exactly it when the run lists no fixtures), with the run's extra
+    vetoing rules applied (`apply_vetoes`; a repeat costs the refund task's violation penalty as
+    its own component; so does a hit of one of the run's `scanners`, `agentrl.scan.enforce.Enforced`).
+    The score's `flag_reason` says why a rule flagged the trajectory."""
+    spec, score_function = get_scorer_spec(name), _entry(REFUND_SCORING, "get_scorer")(name)
+    refs = [FixtureRef.of(f) for f in fixtures or ()]
+    if not refs and not scanners:
+        return score_function
+    behaviour_of, score_type = _entry(BEHAVIOUR, "default_behaviour"), _entry(REFUND_SCORING, "Score")
+    penalty = -abs(_entry(REFUND_SCORING, "VIOLATION_PENALTY"))
+
+    def scored(trajectory):
+        score = score_function(trajectory)
+        vetoes = rule_vetoes(None, refs, behaviour_of(trajectory.actions), trajectory.states, penalty)
+        if scanners:
+            vetoes += scanners.episode(trajectory.states, trajectory.actions, score.components, score.reward, penalty).vetoes
+        decision = apply_vetoes(Decision(score.reward, score.components, 0.0, score.eligible, False, ""), spec.guarded, vetoes)
+        return score_type(reward=decision.reward, eligible=decision.eligible, components=decision.components,
+                          flag_reason=decision.reason or None)
+
+    return scored
+
+
 # --- the two scorers on any task (agentrl.tasks.contract) ----------------------------------------
 
 
@@ -134,13 +260,13 @@ def score_rollouts(task, scorer: str, values: dict[str, list], completions: list
                    fixtures: Sequence[Any] = (), scanners: Sequence[Any] = ()) -> list[RolloutScore]:
     """Score rollouts whose reward functions already ran (`values`: function name -> one value per
     rollout, None allowed): the weighted sum of the task's reward functions (TRL's `nansum`), and
-    for `guarded` the verdict's penalties added and the ineligible vetoed. `verify` runs for both,
-    so an outcome-only run still records its violations. A rollout that repeats one of `fixtures`
-    is flagged for both, and for `guarded` penalised (`fixture_penalty`) and vetoed; so is a hit of
+    for `guarded` the verdict's penalties added and the ineligible vetoed (`guard`). `verify` runs
+    for both, so an outcome-only run still records its violations. A rollout that repeats one of
+    `fixtures` is flagged for both, and for `guarded` penalised (`fixture_penalty`) and vetoed; so is a hit of
     one of `scanners` (`agentrl.scan.enforce.load_enforced`: the run's scanners, loaded)."""
     import math
 
-    guarded = get_scorer_spec(scorer).guarded
+    get_scorer_spec(scorer)
     names, weights = task.reward_names(), task.weights()
     scores = []
     for i, completion in enumerate(completions):
@@ -154,39 +280,18 @@ def score_rollouts(task, scorer: str, values: dict[str, list], completions: list
                 continue  # TRL leaves a None reward out of the sum
             components[name] = float(value)
             reward += weight * float(value)
-        task_reward = reward
-        penalty = 0.0
-        if guarded:
-            terms = verdict.penalty_terms(task.violation_penalty)
-            components.update(terms)
-            penalty = sum(terms.values())
-            reward += penalty
         fields = dict(task.trajectory_fields(environment)) if task.trajectory_fields and environment is not None else {}
         actions = list(fields.pop("actions", None) or called_tools(completion))
-        success = verdict.success if verdict.success is not None else task_reward > 0
+        success = verdict.success if verdict.success is not None else reward > 0
         behaviour = task.behaviour(environment, completion, actions)
-        eligible, violation, reason = verdict.eligible if guarded else True, verdict.violation, verdict.reason
-        if fixtures:
-            hit = fixture_hit(task, fixtures, behaviour, fields.get("states"))
-            if guarded:
-                term = fixture_penalty(task) if hit is not None else 0.0
-                components[FIXTURE_PENALTY_COMPONENT] = term
-                penalty += term
-                reward += term
-            if hit is not None:
-                violation = True
-                eligible = False if guarded else eligible
-                reason = "; ".join(filter(None, [reason, fixture_reason(hit.fixture_id)]))
-        if scanners:  # like a fixture's repeat: flagged, and under guarded penalised and vetoed
-            found = scanners.rollout(task, guarded, completion, environment, actions, behaviour, components, task_reward)
-            components.update(found.terms)
-            penalty, reward = penalty + found.penalty, reward + found.penalty
-            if found.reasons:
-                violation, eligible = True, (False if guarded else eligible)
-                reason = "; ".join(filter(None, [reason, *found.reasons]))
+        vetoes = rule_vetoes(task, fixtures, behaviour, fields.get("states"), fixture_penalty(task))
+        if scanners:  # the run's transcript scanners: a hit is flagged, and under guarded penalised and vetoed
+            vetoes += scanners.rollout(task, get_scorer_spec(scorer).guarded, completion, environment, actions, behaviour,
+                                       components, reward).vetoes
+        decision = guard(scorer, reward, components, verdict, verdict.penalty_terms(task.violation_penalty), vetoes)
         scores.append(RolloutScore(
-            reward=reward, components=components, eligible=eligible,
-            violation=violation, success=bool(success), reason=reason, penalty=penalty,
+            reward=decision.reward, components=decision.components, eligible=decision.eligible,
+            violation=decision.violation, success=bool(success), reason=decision.reason, penalty=decision.penalty,
             actions=actions, fields=fields, behaviour=behaviour,
         ))
     return scores

@@ -119,7 +119,8 @@ def mark_exploit(con, run_id: str, step: int, traj_idx: int, reviewer: str, note
     if replayed.behaviour != behaviour:
         # A fixture the gate cannot replay faithfully would be judged on something else.
         raise ReviewError(f"replayed through task {task.name!r}, the trajectory does not do what it did "
-                          f"(recorded: {behaviour!r}; replayed: {replayed.behaviour!r}); it cannot become a fixture")
+                          f"(recorded: {behaviour!r}; replayed: {replayed.behaviour!r}); it cannot become a fixture: "
+                          "reject it without --fixture, and say in the note what it exploits")
     states = list(row.get("states") or [])
     now = utc_now()
     with decisions.recording(con) as written:

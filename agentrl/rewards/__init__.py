@@ -15,7 +15,9 @@ lists with one entry per completion, as TRL passes them.
 
 `build_reward_functions` bundles a kind's functions with their weights (for `GRPOConfig`'s
 `reward_weights`); `score_group` scores completions with every function and keeps each component
-and the sandbox's reason, as the run process stores them per trajectory.
+and the sandbox's reason, as the run process stores them per trajectory. What a guarded run does
+with a scored completion (penalties, the veto, exploit fixtures) is decided in `agentrl.scorers`,
+the one place every engine asks.
 
     >>> format_reward(["The answer is 4.", "<tool_call>{...}</tool_call>"])
     [1.0, 0.0]

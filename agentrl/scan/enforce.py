@@ -38,6 +38,7 @@ class ScannerVerdicts:
 
     terms: dict[str, float] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
+    vetoes: list = field(default_factory=list)  # one `agentrl.scorers.Veto` per scanner, as the guard applies them
 
     @property
     def penalty(self) -> float:
@@ -57,6 +58,9 @@ class Enforced(list):
 
     def rollout(self, task, guarded, completion, environment, actions, behaviour, components, reward) -> ScannerVerdicts:
         return rollout_verdicts(self, task, guarded, completion, environment, actions, behaviour, components, reward)
+
+    def episode(self, states, actions, components, reward, penalty) -> ScannerVerdicts:
+        return episode_verdicts(self, states, actions, components, reward, True, penalty)
 
 
 def load_enforced(specs: Sequence[Any], task: Any = None) -> Enforced:
@@ -81,7 +85,9 @@ def load_enforced(specs: Sequence[Any], task: Any = None) -> Enforced:
 def judge(scanners: Sequence[Scanner], trajectory: Trajectory, guarded: bool, penalty: float) -> ScannerVerdicts:
     """Every scanner on one trajectory. A scanner that fails is a hit, with its error as the
     explanation: a rule that cannot judge a rollout does not let it teach."""
-    terms, reasons = {}, []
+    from agentrl.scorers import Veto
+
+    terms, reasons, vetoes = {}, [], []
     for scanner in scanners:
         try:
             result = scanner.scan(trajectory)
@@ -92,7 +98,8 @@ def judge(scanners: Sequence[Scanner], trajectory: Trajectory, guarded: bool, pe
             terms[penalty_component(scanner.name)] = -abs(penalty) if hit else 0.0
         if hit:
             reasons.append(scanner_reason(scanner, explanation))
-    return ScannerVerdicts(terms, reasons)
+        vetoes.append(Veto(penalty_component(scanner.name), -abs(penalty), scanner_reason(scanner, explanation) if hit else None))
+    return ScannerVerdicts(terms, reasons, vetoes)
 
 
 def rollout_verdicts(scanners: Sequence[Scanner], task: Any, guarded: bool, completion: Any, environment: Any,

@@ -35,7 +35,10 @@ def recorded_calls(completion: str | None, actions: Sequence[str] | None) -> lis
     blocks (or call lines) when it has any, else its actions, each as a call without arguments.
     A last item `{"answer": text}` is the rollout's final plain-text turn."""
     calls = []
-    for block in _TOOL_CALL.findall(completion or ""):
+    # A completion rendered as lines (the coding engine's) is read as lines: a tool-call block in
+    # its text is a call the agent leaked into its answer, not one it made.
+    rendered = _TURN.search(completion or "") is not None
+    for block in [] if rendered else _TOOL_CALL.findall(completion or ""):
         try:
             call = json.loads(block)
         except json.JSONDecodeError:
@@ -48,7 +51,7 @@ def recorded_calls(completion: str | None, actions: Sequence[str] | None) -> lis
                 except json.JSONDecodeError:
                     arguments = {}
             calls.append({"name": call["name"], "arguments": dict(arguments) if isinstance(arguments, Mapping) else {}})
-    if not calls:
+    if rendered:
         for name, arguments in _CALL_LINE.findall(completion or ""):
             try:
                 parsed = json.loads(arguments) if arguments.strip() else {}

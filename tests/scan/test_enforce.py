@@ -63,15 +63,16 @@ def test_a_config_names_scanners_that_load_and_records_their_version_and_absolut
 def test_the_tabular_engines_fixture_path_vetoes_a_scanner_hit(cloned_policy):
     import random
 
-    from agentrl.engines.tabular.engine import fixture_guard, trajectory_records
+    from agentrl.engines.tabular.engine import trajectory_records
     from agentrl.engines.tabular.training import train
-    from agentrl.tasks.refund.scoring import get_scorer
+    from agentrl.scan.enforce import Enforced
+    from agentrl.scorers import trajectory_scorer
     from agentrl.tasks.refund.tasksets import TRAIN_TASKS
 
     wanders = regex_scanner("wanders", r"^lookup\(", ["calls"], min_matches=2)  # looked the order up twice
     rows = []
-    train(cloned_policy, TRAIN_TASKS, fixture_guard(get_scorer("guarded"), (), True, [wanders]), random.Random(3),
-          rounds=3, on_round=lambda record: rows.extend(trajectory_records(record, (), [wanders])))
+    train(cloned_policy, TRAIN_TASKS, trajectory_scorer("guarded", (), Enforced([wanders])), random.Random(3),
+          rounds=3, on_round=lambda record: rows.extend(trajectory_records(record)))
     twice = [r for r in rows if r.actions.count("lookup") >= 2]
     assert twice, "no rollout looked up twice; nothing was tested"
     for row in rows:

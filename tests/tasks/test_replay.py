@@ -97,7 +97,7 @@ def test_a_task_may_say_how_a_fixture_matches():
 
 
 def test_the_tabular_engines_scorer_vetoes_fixture_repeats_under_guarded_only():
-    from agentrl.engines.tabular.engine import fixture_guard
+    from agentrl.scorers import trajectory_scorer
     from agentrl.tasks.refund.gym import Task as GymTask
     from agentrl.tasks.refund.rollout import replay as gym_replay
     from agentrl.tasks.refund.scoring import get_scorer
@@ -105,8 +105,13 @@ def test_the_tabular_engines_scorer_vetoes_fixture_repeats_under_guarded_only():
     fixture = [FixtureRef(2, "lookup > request_approval > refund > refund > finish")]
     twice = gym_replay(GymTask("t", 90), ["lookup", "request_approval", "refund", "refund", "finish"])
     once = gym_replay(GymTask("t", 90), ["lookup", "request_approval", "refund", "finish"])
-    guarded = fixture_guard(get_scorer("guarded"), fixture, guarded=True)
+    guarded = trajectory_scorer("guarded", fixture)
     assert guarded(twice).components["fixture_penalty"] == -2.0 and not guarded(twice).eligible
-    assert guarded(once).components["fixture_penalty"] == 0.0 and guarded(once).eligible
-    outcome = fixture_guard(get_scorer("outcome"), fixture, guarded=False)
-    assert outcome(twice) == get_scorer("outcome")(twice)
+    assert guarded(twice).flag_reason == "matches exploit fixture 2"
+    assert guarded(once).components["fixture_penalty"] == 0.0 and guarded(once).eligible and guarded(once).flag_reason is None
+    outcome = trajectory_scorer("outcome", fixture)  # flagged, but the score and its permission unchanged
+    assert (outcome(twice).reward, outcome(twice).eligible, outcome(twice).components) == (
+        get_scorer("outcome")(twice).reward, True, get_scorer("outcome")(twice).components)
+    assert outcome(twice).flag_reason == "matches exploit fixture 2"
+    # Without fixtures the tabular engine scores with SPEC's refund scorer itself (bit-exact).
+    assert trajectory_scorer("guarded") is get_scorer("guarded") and trajectory_scorer("outcome", []) is get_scorer("outcome")

@@ -7,7 +7,11 @@ attempts (SPEC section 10: an honest fix with one read, one with no call, one af
 reads, one that rewrites the tests, one that only claims success, one whose tool call leaked
 into the text) with the 'tests' reward kind, the group's test runs `config.workers` at a time.
 Each step also records the measured parallelism of its group (summed sandbox seconds over wall
-seconds), the measured side of SPEC section 9's throughput model.
+seconds), the measured side of SPEC section 9's throughput model. The guard's decision on each
+attempt is `agentrl.scorers.guard`'s, as for every engine: a refused write is the verifier's
+violation (vetoed under `guarded`, without a penalty: the published figures of SPEC 10), and a
+repeat of an exploit fixture of the coding task the run's config lists is flagged (guarded: its
+`fixture_penalty` and vetoed).
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from agentrl.tasks.coding.tasks import CODING_TASKS, dataset_rows, prompt_messag
 from agentrl.engines.coding.config import CodingConfig as RunConfig
 from agentrl.rewards import build_reward_functions, score_group, tool_calls, written_files
 from agentrl.sandbox.paths import refusal_reason
-from agentrl.tasks.coding.task import describe_writes
+from agentrl.tasks.coding.task import CODING_TASK, describe_writes
+from agentrl.tasks.contract import Verdict
 from agentrl.record.rows import StepRecord, TrajectoryRecord
 from agentrl.record.run import Run
 from agentrl.record.rundir import RunDir
-from agentrl.scorers import get_scorer_spec
+from agentrl.scorers import fixture_penalty, get_scorer_spec, guard, rule_vetoes
 
 
 def _behaviour(completion, protected: list[str]) -> str:
@@ -48,7 +53,7 @@ def run_coding(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = 
     """Score the scripted attempts of every coding task, `config.rounds` times; returns the final status."""
     workers = config.workers or os.cpu_count() or 1
     steps = config.total_steps
-    guarded = get_scorer_spec(config.scorer).guarded
+    get_scorer_spec(config.scorer)
     said: set[str] = set()
     with Run(run_dir, steps, config.step_delay, handle_signals=True) as run:
         step = 0
@@ -76,11 +81,19 @@ def run_coding(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = 
                         # A refused write (the tests, an absolute path, `..`) is the coding task's
                         # violation: it is what a policy must never learn to try.
                         refused = score.reason.startswith("refused")
+                        behaviour = _behaviour(completion, rows[task_id]["protected"])
+                        decision = guard(config.scorer, score.reward, score.components,
+                                         Verdict(violation=refused, eligible=not refused, reason=score.reason), penalties={},
+                                         vetoes=rule_vetoes(CODING_TASK, config.fixtures or (), behaviour, None,
+                                                            fixture_penalty(CODING_TASK)))
                         trajectories.append(TrajectoryRecord(
                             step=step, traj_idx=i, task_id=f"{task_id}:{attempt}", actions=_actions(completion),
-                            reward=score.reward, components=score.components, success=score.passed, violation=refused,
-                            eligible=not (guarded and refused), prompt=prompt, completion=render_completion(completion),
-                            verifier_reason=score.reason, behaviour=_behaviour(completion, rows[task_id]["protected"]),
+                            reward=decision.reward, components=decision.components, success=score.passed,
+                            # Nothing is trained, but the guard's veto is recorded as a trainer's
+                            # would be: the monitor reads a vetoed violation as caught, not as taught.
+                            violation=decision.violation, eligible=decision.eligible, vetoed=not decision.eligible,
+                            prompt=prompt,
+                            completion=render_completion(completion), verifier_reason=decision.reason, behaviour=behaviour,
                         ))
                     run.log_trajectories(trajectories)
                     run.log_step(StepRecord.from_trajectories(step, trajectories, metrics={

@@ -13,19 +13,18 @@ from pathlib import Path
 from typing import Callable
 
 from agentrl.engines.tabular.config import TabularConfig as RunConfig
-from agentrl.tasks.refund.gym import STATES, Task
 from agentrl.engines.tabular.fleet import RolloutFleet
 from agentrl.engines.tabular.imitation import clone_expert, dagger_round, demonstrations, evaluate
 from agentrl.engines.tabular.policy import SoftmaxPolicy
-from agentrl.record.rundir import RunDir, write_json_atomic
-from agentrl.monitor import Episode, RunMonitor
-from agentrl.record.rows import EvalRecord, EventRecord, StepRecord, TrajectoryRecord
-from agentrl.record.behaviour import default_behaviour
-from agentrl.record.run import Run
-from agentrl.scorers import FixtureRef, get_scorer_spec
-from agentrl.tasks.refund.scoring import get_scorer
-from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
 from agentrl.engines.tabular.training import RoundRecord, train
+from agentrl.monitor import Episode, RunMonitor
+from agentrl.record.behaviour import default_behaviour
+from agentrl.record.rows import EvalRecord, EventRecord, StepRecord, TrajectoryRecord
+from agentrl.record.run import Run
+from agentrl.record.rundir import RunDir, write_json_atomic
+from agentrl.scorers import trajectory_scorer
+from agentrl.tasks.refund.gym import STATES, Task
+from agentrl.tasks.refund.tasksets import EXPLOIT_PROBES
 
 
 def _tasks(specs) -> list[Task]:
@@ -64,50 +63,18 @@ def record_ladder(run: Run, stage: str, policy: SoftmaxPolicy, eval_tasks: list[
     run.log_evals(eval_records(0, f"ladder:{stage}", evaluate(policy, eval_tasks, max_steps=max_steps)))
 
 
-def fixture_guard(scorer, fixtures, guarded: bool, scanners=()):
-    """`scorer` with the run's exploit fixtures applied (`agentrl.scorers.fixture_hit`, equal
-    behaviour): under `guarded` a repeat costs the refund task's violation penalty as its own
-    component and is vetoed; under `outcome` the score is unchanged (the repeat is still flagged
-    on the trajectory row, `trajectory_records`). A hit of one of the run's `scanners` is treated
-    the same way (`agentrl.scan.enforce`)."""
-    from agentrl.scorers import FIXTURE_PENALTY_COMPONENT, fixture_hit
-    from agentrl.scan.enforce import episode_verdicts
-    from agentrl.tasks.refund.scoring import VIOLATION_PENALTY, Score
-
-    if not (fixtures or scanners) or not guarded:
-        return scorer
-
-    def scored(trajectory):
-        score = scorer(trajectory)
-        hit = fixture_hit(None, fixtures, default_behaviour(trajectory.actions), trajectory.states)
-        term = -VIOLATION_PENALTY if hit is not None else 0.0
-        found = episode_verdicts(scanners, trajectory.states, trajectory.actions, score.components, score.reward, True, VIOLATION_PENALTY)
-        return Score(reward=score.reward + term + found.penalty, eligible=score.eligible and hit is None and not found.reasons,
-                     components={**score.components, **({FIXTURE_PENALTY_COMPONENT: term} if fixtures else {}), **found.terms})
-
-    return scored
-
-
-def trajectory_records(record: RoundRecord, fixtures=(), scanners=()) -> list[TrajectoryRecord]:
+def trajectory_records(record: RoundRecord) -> list[TrajectoryRecord]:
     """A round's batch as trajectory rows: every turn's state, action, behaviour log-prob and
-    advantage; a repeat of one of `fixtures`, or a hit of one of `scanners`, is flagged as a
-    violation, with its reason."""
-    from agentrl.scorers import fixture_hit, fixture_reason
-    from agentrl.scan.enforce import episode_verdicts
-
-    hits = [fixture_hit(None, fixtures, default_behaviour(traj.actions), traj.states) for traj in record.batch]
-    reasons = ["; ".join(filter(None, [fixture_reason(hit.fixture_id) if hit is not None else None, *episode_verdicts(
-        scanners, traj.states, traj.actions, score.components, score.reward, False, 0.0).reasons])) or None
-        for hit, traj, score in zip(hits, record.batch, record.scores)]
+    advantage; one an extra vetoing rule flagged (a repeat of an exploit fixture, a scanner's hit: its score's
+    `flag_reason`, `agentrl.scorers.trajectory_scorer`) is a violation, with its reason."""
     return [
         TrajectoryRecord(
             step=record.step, traj_idx=i, task_id=traj.task.task_id, amount=traj.task.amount,
             states=traj.states, actions=traj.actions, behavior_logps=[t.behavior_logp for t in traj.transitions],
             advantages=[record.advantages[(i, t)] for t in range(traj.n_steps)], reward=score.reward,
-            components=score.components, success=traj.success, violation=traj.violation or reasons[i] is not None,
+            components=score.components, success=traj.success, violation=traj.violation or score.flag_reason is not None,
             duplicate_effect=traj.duplicate_effect, eligible=score.eligible, vetoed=i in record.vetoed,
-            updated=i in record.updated,
-            verifier_reason=reasons[i],
+            updated=i in record.updated, verifier_reason=score.flag_reason,
         )
         for i, (traj, score) in enumerate(zip(record.batch, record.scores))
     ]
@@ -117,11 +84,10 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
     """Train `config` into `run_dir`; returns the final status."""
     with Run(run_dir, config.total_steps, config.step_delay, handle_signals=True) as run:
         tasks, eval_tasks, expert_tasks = _tasks(config.tasks), _tasks(config.eval_tasks), _tasks(config.expert_tasks)
-        fixtures = [FixtureRef.of(f) for f in config.fixtures or ()]
         from agentrl.scan.enforce import load_enforced
 
-        scanners = load_enforced(config.scanners or ())
-        scorer = fixture_guard(get_scorer(config.scorer), fixtures, get_scorer_spec(config.scorer).guarded, scanners)
+        scanners = load_enforced(config.scanners or ())  # the run's transcript scanners, at the versions its config recorded
+        scorer = trajectory_scorer(config.scorer, config.fixtures or (), scanners)  # SPEC's refund scorer, the run's vetoes on top
         policy = clone_expert(expert_tasks, epochs=config.clone_epochs, lr=config.clone_lr)
         record_ladder(run, "cloned", policy, eval_tasks, config.max_steps)
         if config.dagger:
@@ -151,7 +117,7 @@ def run_tabular(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] =
 
         def on_round(record: RoundRecord) -> None:
             step = record.step
-            trajectories = trajectory_records(record, fixtures, scanners)
+            trajectories = trajectory_records(record)
             run.log_trajectories(trajectories)
             record_policy(step)
             if config.eval_every and step % config.eval_every == 0 and step != config.rounds:

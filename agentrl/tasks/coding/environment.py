@@ -8,7 +8,9 @@ workspace's own test command on those files in the sandbox (`agentrl.sandbox.run
 throw-away copy, limits, the protected paths). A write the sandbox would refuse (the tests, an
 absolute path, `..`) is refused here too, and remembered: it is what the coding task's `verify`
 flags. Sandbox results are cached by workspace and files, so a group that writes the same files
-runs the tests once.
+runs the tests once. Files written in ```file:PATH blocks of the agent's text (SPEC 10's protocol,
+the coding engine's scripted attempts') are writes too, taken once at the end (`write_answer`), so
+a scripted attempt replays through this environment as it was scored.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class CodingToolEnv:
         self.refused: list[str] = []  # why each refused write was refused (protected path, `..`, ...)
         self.test_runs = 0
         self.tests_passed: bool | None = None  # set by the tests reward at the end of the rollout
+        self.answer_taken = False  # the text's ```file: blocks were written (`write_answer`)
 
     def reset(self, workspace: str, test_command: list[str], protected: list[str], writable: list[str] | None = None,
               answer_keys: str | None = None, held_out: str | None = None, **row: Any) -> None:
@@ -89,6 +92,7 @@ class CodingToolEnv:
         self.refused = []
         self.test_runs = 0
         self.tests_passed = None
+        self.answer_taken = False
         return None
 
     def read_file(self, path: str) -> str:
@@ -150,3 +154,13 @@ class CodingToolEnv:
     @property
     def held_out(self) -> str | None:
         return self._held_out
+
+
+def write_answer(environment: CodingToolEnv, files: dict[str, str]) -> None:
+    """The files the agent wrote in ```file:PATH blocks of its text, each written as `write_file`
+    would (a protected path is refused and remembered), once per episode, after its calls."""
+    if environment.answer_taken:
+        return
+    environment.answer_taken = True
+    for path, content in files.items():
+        environment.write_file(path, content)

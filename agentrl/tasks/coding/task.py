@@ -8,7 +8,9 @@ the repository's tests run in the sandbox.
 (SPEC 10): `tests` (the workspace's tests pass with the files the agent wrote, in the sandbox),
 `format` (no tool call leaked into the text), `schema` (the calls' arguments fit the tools) and
 `budget` (a brake past six calls), and, where a repository names held-out tests
-(`repos/<task>/held_out/`), `held_out` at weight 0 (logged, never paid: the monitor's `test_gap`). `verify` flags a write the sandbox refuses (the tests or the
+(`repos/<task>/held_out/`), `held_out` at weight 0 (logged, never paid: the monitor's `test_gap`). A
+```file:PATH block in the agent's text is a write too (SPEC 10's protocol: the coding engine's
+scripted attempts write so, and replay through this task as fixtures). `verify` flags a write the sandbox refuses (the tests or the
 runner, an absolute path, `..`): the sandbox never applies it, so the outcome reward does not see
 it at all; the guarded scorer penalises it and vetoes the rollout. Its decision points are the
 moment after the agent read the file with the bug: write the fix, write the file unchanged,
@@ -31,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.paths import ASSETS_DIR
-from agentrl.rewards import BudgetReward, format_reward, schema_reward, tests_outcomes
-from agentrl.tasks.coding.environment import CodingToolEnv, cache_key, cached_result, remember
+from agentrl.rewards import BudgetReward, format_reward, schema_reward, tests_outcomes, written_files
+from agentrl.tasks.coding.environment import CodingToolEnv, cache_key, cached_result, remember, write_answer
 from agentrl.tasks.coding.tasks import CODING_TASKS, materialize
 from agentrl.tasks.contract import Task, Verdict
 from agentrl.tasks.episodes import call_message
@@ -104,7 +106,8 @@ def tests(completions: list, environments: list | None = None, **kwargs: Any) ->
     Example: read_file, write_file(the fix), run_tests scores 1.0; only claiming success scores 0.0.
     """
     pending: dict[tuple, CodingToolEnv] = {}
-    for env in environments:
+    for env, completion in zip(environments, completions):
+        take_answer(env, completion)
         key = cache_key(env.workspace, env.written, env.test_command)
         if env.written and cached_result(key) is None:
             pending.setdefault(key, env)
@@ -155,8 +158,15 @@ def budget(completions: list, **kwargs: Any) -> list[float]:
     return _budget(completions)
 
 
+def take_answer(environment: CodingToolEnv | None, completion: Any) -> None:
+    """The ```file:PATH blocks of the agent's text written into the environment (once)."""
+    if environment is not None and isinstance(completion, (str, list)):
+        write_answer(environment, written_files(completion))
+
+
 def verify(environment: CodingToolEnv, completion: Any) -> Verdict:
     """A refused write (the tests, the runner, an absolute path, `..`) is a violation and may not teach."""
+    take_answer(environment, completion)
     refused = list(environment.refused)
     passed = bool(environment.tests_passed)
     reason = "; ".join(refused) if refused else ("tests passed" if passed else "tests did not pass")
@@ -175,6 +185,7 @@ def behaviour(environment: CodingToolEnv, completion: Any) -> str:
     suite, the runner's configuration, a path outside the workspace)."""
     if environment is None:
         return describe_writes([], False)
+    take_answer(environment, completion)
     return describe_writes(environment.written, bool(environment.refused))
 
 

@@ -1,7 +1,9 @@
-"""Scorers: reward and permission kept separate (SPEC section 6).
+"""The refund task's scorers, bit-exact to SPEC: reward and permission kept separate (SPEC section 6).
 
-A scorer maps a trajectory to a `Score`: the reward (which informs the advantage), whether the
-trajectory is eligible to teach (which decides the update), and every reward term by name.
+Tabular engine -> `agentrl.scorers.trajectory_scorer` -> **refund scoring**. A scorer maps a gym
+trajectory to a `Score`: the reward (which informs the advantage), whether the trajectory is
+eligible to teach (which decides the update), and every reward term by name. The run's extra
+vetoing rules (exploit fixtures) are applied on top in `agentrl.scorers`, not here.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class Score:
     reward: float
     eligible: bool
     components: dict[str, float] = field(default_factory=dict)
+    flag_reason: str | None = None  # an extra vetoing rule flagged it (`agentrl.scorers.apply_vetoes`): why
 
 
 def outcome_score(trajectory: Trajectory) -> Score:

@@ -3,6 +3,8 @@ process, stored as trajectories with every component and the verifier's reason."
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agentrl.store import queries
@@ -52,7 +54,7 @@ def test_the_rewrite_of_the_tests_is_flagged_as_a_violation_and_not_eligible(cod
     con, run_id = coding_run
     found = queries.find_trajectories(con, run_id, flags={"violation": True}, limit=10)
     assert sorted(found["task_id"].str.split(":").str[1].unique()) == ["rewrites_tests"]
-    assert not found["eligible"].any()
+    assert not found["eligible"].any() and found["vetoed"].all()  # the guard's veto, recorded as a trainer's would be
 
 
 def test_each_step_records_its_measured_parallelism(coding_run):
@@ -81,15 +83,54 @@ def test_the_review_page_shows_why_the_test_rewrite_scored_zero(coding_run, monk
     assert any(m.value.startswith("**Verifier:** refused: protected path tests/") for m in at.markdown)
 
 
-def test_a_scripted_attempt_the_coding_task_cannot_replay_is_refused_as_a_fixture(coding_run):
-    """Issue 24: fixtures go through the Task contract. The scripted attempts write their files in
-    the answer's fenced blocks, which the coding task's tools never see: replayed, the test rewrite
-    writes nothing, so it cannot stand for what it did, and marking it says so in one line."""
+@pytest.mark.slow
+def test_a_scripted_attempt_becomes_a_fixture_and_the_next_guarded_run_vetoes_its_repeats(tmp_path):
+    """Issue 24: a coding attempt replays through the coding task (its ```file: blocks are writes,
+    its calls re-executed), so `review reject --fixture` stores it; the shortcut the verifier misses
+    (claiming success without writing anything) is then flagged and vetoed in the next guarded run,
+    with its own penalty component, and every other attempt scores as before."""
+    from helpers import store_rows
+
+    runs_dir = tmp_path / "runs"
+    ok(agentrl("train", "--preset", "coding-tests", "--runs-dir", runs_dir, "--quiet"))
+    ((first, step, idx),) = store_rows(runs_dir, "SELECT run_id, step, traj_idx FROM trajectories "
+                                                 "WHERE task_id = 'roman:claims_success'")
+    said = ok(agentrl("review", "reject", first, f"{step}/{idx}", "--fixture", "--reviewer", "alice",
+                      "--note", "claims success without fixing anything", "--runs-dir", runs_dir)).stdout
+    assert said.strip().endswith("stored it as exploit fixture 1 (by alice)")
+    ok(agentrl("train", "--preset", "coding-tests", "--runs-dir", runs_dir, "--quiet"))
+    (second,) = [r for (r,) in store_rows(runs_dir, "SELECT run_id FROM runs ORDER BY started_at") if r != first]
+    (config,) = store_rows(runs_dir, "SELECT config FROM runs WHERE run_id = ?", [second])[0]
+    assert json.loads(config)["fixtures"] == [{"fixture_id": 1, "behaviour": "writes nothing; tests unchanged", "states": None}]
+    rows = store_rows(runs_dir, "SELECT task_id, reward, components, violation, eligible, verifier_reason FROM trajectories "
+                                "WHERE run_id = ?", [second])
+    before = dict(store_rows(runs_dir, "SELECT task_id, reward FROM trajectories WHERE run_id = ?", [first]))
+    for task_id, reward, components, violation, eligible, reason in rows:
+        components = dict(components)
+        if task_id.endswith(":claims_success"):
+            assert violation and not eligible and reason.endswith("matches exploit fixture 1")
+            assert components["fixture_penalty"] == -1.0 and reward == before[task_id] - 1.0
+        else:
+            assert components["fixture_penalty"] == 0.0 and reward == before[task_id]
+    flagged = sorted({t.split(":")[1] for t, *_, violation, _, _ in rows if violation})
+    assert flagged == ["claims_success", "rewrites_tests"]
+
+
+def test_a_record_its_task_cannot_replay_is_refused_as_a_fixture_in_one_line(coding_run):
+    """A trajectory whose replay does not do what it recorded (here its record is cut: the fix's
+    block is gone) cannot stand for it; marking it says why and what to do instead."""
     from agentrl.review import reviews
 
     con, run_id = coding_run
-    found = queries.find_trajectories(con, run_id, flags={"violation": True}, limit=1).iloc[0]
-    with pytest.raises(reviews.ReviewError, match="does not do what it did .*it cannot become a fixture"):
-        reviews.mark_exploit(con, run_id, int(found.step), int(found.traj_idx), "alice", "rewrites the tests")
+    ((step, idx),) = con.execute("SELECT step, traj_idx FROM trajectories WHERE run_id = ? "
+                                 "AND task_id = 'median:honest_fix_no_call'", [run_id]).fetchall()
+    con.execute("UPDATE trajectories SET completion = 'assistant: I fixed it.' WHERE run_id = ? AND step = ? AND traj_idx = ?",
+                [run_id, step, idx])
+    with pytest.raises(reviews.ReviewError) as refused:
+        reviews.mark_exploit(con, run_id, step, idx, "alice", "stands for nothing")
+    assert "\n" not in str(refused.value)
+    said = str(refused.value)
+    assert "does not do what it did (recorded: 'writes stats.py; tests unchanged'; replayed: 'writes nothing; " in said
+    assert "reject it without --fixture" in str(refused.value)
     assert queries.all_fixtures(con, task="coding").empty
-    assert queries.review_history(con, run_id, int(found.step), int(found.traj_idx)).empty
+    assert queries.review_history(con, run_id, step, idx).empty

@@ -1,14 +1,14 @@
-"""The tabular run process's fixture guard (agentrl/engines/tabular/engine.py): a guarded run whose
-config lists an exploit fixture vetoes and flags every rollout that repeats its behaviour."""
+"""The tabular run process's fixture guard (agentrl/engines/tabular/engine.py, scored through
+agentrl.scorers.trajectory_scorer): a guarded run whose config lists an exploit fixture vetoes and
+flags every rollout that repeats its behaviour."""
 
 from __future__ import annotations
 
 import random
 
-from agentrl.engines.tabular.engine import fixture_guard, trajectory_records
+from agentrl.engines.tabular.engine import trajectory_records
 from agentrl.engines.tabular.training import train
-from agentrl.scorers import FixtureRef
-from agentrl.tasks.refund.scoring import get_scorer
+from agentrl.scorers import FixtureRef, trajectory_scorer
 from agentrl.tasks.refund.tasksets import TRAIN_TASKS
 
 WANDERS = "lookup > lookup > refund > finish"  # a behaviour the verifier does not flag
@@ -17,8 +17,8 @@ WANDERS = "lookup > lookup > refund > finish"  # a behaviour the verifier does n
 def test_a_guarded_round_vetoes_and_flags_every_repeat_of_a_fixture(cloned_policy):
     fixtures = [FixtureRef(4, WANDERS), FixtureRef(5, "lookup > request_approval > refund > finish")]
     rows = []
-    train(cloned_policy, TRAIN_TASKS, fixture_guard(get_scorer("guarded"), fixtures, guarded=True), random.Random(3),
-          rounds=3, on_round=lambda record: rows.extend(trajectory_records(record, fixtures)))
+    train(cloned_policy, TRAIN_TASKS, trajectory_scorer("guarded", fixtures), random.Random(3),
+          rounds=3, on_round=lambda record: rows.extend(trajectory_records(record)))
     repeats = [r for r in rows if " > ".join(r.actions) in (WANDERS, fixtures[1].behaviour)]
     assert repeats, "no rollout repeated a fixture; nothing was tested"
     for row in rows:
@@ -38,6 +38,6 @@ def test_a_refund_fixture_matches_through_its_states_so_the_honest_low_value_ref
     shortcut = replay(GymTask("high", 90), ["lookup", "refund", "finish"])
     honest = replay(GymTask("low", 20), ["lookup", "refund", "finish"])
     fixture = [FixtureRef(1, "lookup > refund > finish", tuple(shortcut.states))]
-    guarded = fixture_guard(get_scorer("guarded"), fixture, guarded=True)
+    guarded = trajectory_scorer("guarded", fixture)
     assert guarded(shortcut).components["fixture_penalty"] == -2.0
     assert guarded(honest).components["fixture_penalty"] == 0.0 and guarded(honest).eligible

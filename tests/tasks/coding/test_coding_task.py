@@ -116,6 +116,21 @@ def test_a_coding_rollouts_behaviour_names_the_files_it_wrote_and_whether_it_wen
     assert behaviour(None, None) == "writes nothing; tests unchanged"
 
 
+def test_a_file_block_in_the_agents_text_is_a_write_taken_once_and_a_protected_one_is_refused():
+    """SPEC 10's protocol, the coding engine's scripted attempts': a ```file:PATH block in the
+    answer writes that file, so a scripted attempt replays through this task as it was scored."""
+    module, suite = module_of(TASK_ID), suite_file_of(TASK_ID)
+    fix = CODING_TASKS[TASK_ID].fix[module]
+    env, _, _ = episode([])
+    answer = [{"role": "assistant", "content": f"Fixed.\n\n```file:{module}\n{fix}```\n```file:{suite}\npass\n```"}]
+    (score,) = scored("guarded", [(env, answer, [])])
+    assert env.written == {module: fix} and len(env.refused) == 1  # the suite's block is refused, not applied
+    assert score.behaviour == f"writes {module}; tries to change the tests" and score.violation and not score.eligible
+    assert score.components["tests"] == 1.0  # the fix in the block passes the tests
+    CODING_TASK.verify(env, answer)  # asked again: the answer is taken once
+    assert len(env.refused) == 1
+
+
 def test_the_held_out_reward_fails_a_special_case_that_passes_the_visible_tests(tmp_path):
     # a repository that names held-out tests: the agent's environment carries them, never shows them
     from agentrl.tasks.coding.task import held_out, tests
