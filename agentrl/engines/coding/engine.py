@@ -53,7 +53,10 @@ def run_coding(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = 
     """Score the scripted attempts of every coding task, `config.rounds` times; returns the final status."""
     workers = config.workers or os.cpu_count() or 1
     steps = config.total_steps
-    get_scorer_spec(config.scorer)
+    guarded = get_scorer_spec(config.scorer).guarded
+    from agentrl.scan.enforce import load_enforced
+
+    scanners = load_enforced(config.scanners or (), CODING_TASK)  # at the versions the run's config recorded
     said: set[str] = set()
     with Run(run_dir, steps, config.step_delay, handle_signals=True) as run:
         step = 0
@@ -82,10 +85,13 @@ def run_coding(config: RunConfig, run_dir: RunDir, log: Callable[[str], None] = 
                         # violation: it is what a policy must never learn to try.
                         refused = score.reason.startswith("refused")
                         behaviour = _behaviour(completion, rows[task_id]["protected"])
+                        vetoes = rule_vetoes(CODING_TASK, config.fixtures or (), behaviour, None, fixture_penalty(CODING_TASK))
+                        if scanners:  # the run's transcript scanners, as in every engine
+                            vetoes += scanners.rollout(CODING_TASK, guarded, completion, None, _actions(completion), behaviour,
+                                                       score.components, score.reward).vetoes
                         decision = guard(config.scorer, score.reward, score.components,
                                          Verdict(violation=refused, eligible=not refused, reason=score.reason), penalties={},
-                                         vetoes=rule_vetoes(CODING_TASK, config.fixtures or (), behaviour, None,
-                                                            fixture_penalty(CODING_TASK)))
+                                         vetoes=vetoes)
                         trajectories.append(TrajectoryRecord(
                             step=step, traj_idx=i, task_id=f"{task_id}:{attempt}", actions=_actions(completion),
                             reward=decision.reward, components=decision.components, success=score.passed,

@@ -52,6 +52,14 @@ class ScriptConfig(RunConfig):
             raise ValueError("an argument holds a NUL character, which no program can receive")
         return value
 
+    @field_validator("scanners")
+    @classmethod
+    def _no_scanners(cls, value):
+        if value:  # a scanner that cannot veto must not look enforced
+            raise ValueError("the script engine cannot enforce scanners: your command computes its own rewards; "
+                             "remove them, and scan the run afterwards with agentrl scan RUN_ID --scanner PATH:NAME")
+        return value
+
     @field_validator("env")
     @classmethod
     def _variables(cls, value: list[str]) -> list[str]:

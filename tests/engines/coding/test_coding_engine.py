@@ -134,3 +134,34 @@ def test_a_record_its_task_cannot_replay_is_refused_as_a_fixture_in_one_line(cod
     assert "reject it without --fixture" in str(refused.value)
     assert queries.all_fixtures(con, task="coding").empty
     assert queries.review_history(con, run_id, step, idx).empty
+
+
+@pytest.mark.slow  # two sandboxed coding runs' worth of scoring: about 10 s
+def test_a_guarded_coding_run_flags_and_vetoes_what_its_scanner_finds_and_nothing_else(tmp_path):
+    """Issue 25 in the coding engine too: a scanner the config names (here a regex over the agent's
+    messages for a success claim) flags and vetoes each hit with its own penalty component and the
+    reason "scanner NAME vN: ..."; every other attempt keeps its reward."""
+    import re
+
+    from helpers import store_rows
+
+    rules = tmp_path / "scanners.json"
+    rules.write_text(json.dumps({"claims_pass": {"pattern": "(?i)all tests passed", "where": ["messages"],
+                                                 "explanation": "says the tests passed"}}))
+    config = load_preset("coding-tests").model_dump(mode="json")
+    config.update(name="coding-scanned", scorer="guarded", rounds=1, scanners=[{"spec": f"{rules}:claims_pass"}])
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    runs_dir = tmp_path / "runs"
+    ok(agentrl("train", "--config", path, "--runs-dir", runs_dir, "--quiet"))
+    rows = store_rows(runs_dir, "SELECT task_id, completion, components, eligible, verifier_reason FROM trajectories")
+    hits = [r for r in rows if re.search("(?i)all tests passed", r[1] or "")]
+    assert hits and len(hits) < len(rows), "the rule should split the attempts; nothing was tested"
+    for task_id, completion, components, eligible, reason in rows:
+        components = dict(components)
+        if re.search("(?i)all tests passed", completion or ""):
+            assert components["scanner_penalty:claims_pass"] == -1.0 and not eligible, task_id
+            assert "scanner claims_pass v" in reason and reason.endswith("says the tests passed"), reason
+        else:
+            assert components["scanner_penalty:claims_pass"] == 0.0, task_id
+            assert "scanner claims_pass" not in (reason or "")

@@ -155,3 +155,10 @@ def test_the_launch_form_draws_the_command_one_argument_per_line():
     assert editable(ScriptConfig, "command") and editable(ScriptConfig, "env")
     assert not editable(ScriptConfig, "step_delay")  # hidden: a command keeps its own pace
     assert ScriptConfig.model_fields["command"].json_schema_extra == {"widget": "lines"}
+
+
+def test_a_script_config_naming_scanners_is_refused_in_one_line_as_they_could_not_veto():
+    # the command computes its own rewards: a scanner named here would look enforced and veto nothing
+    with pytest.raises(ConfigError, match="the script engine cannot enforce scanners") as raised:
+        make_config(kind="script", name="cmd", command=["python", "x.py"], scanners=["builtin:repeated_call"])
+    assert "\n" not in str(raised.value)
