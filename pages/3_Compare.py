@@ -33,6 +33,8 @@ labels = compare.run_labels(runs, picked)
 colors = colors_of(runs[runs["run_id"].isin(picked)])
 groups = seed_groups.seed_groups(configs, controls.key) if controls.grouped else seed_groups.singles(configs)
 group_labels = {g.group_id: (g.label if g.size > 1 else labels[g.group_id]) for g in groups}
+if seed_groups.has_groups(groups):  # a seed group is a line of its own: the palette's colours in group order
+    colors = {g.group_id: charts.run_color(i) for i, g in enumerate(groups)}
 colors = {run_id: colors[g.group_id] for g in groups for run_id in g.run_ids}  # a seed group shares one colour
 group_of = {run_id: g.group_id for g in groups for run_id in g.run_ids}
 seeds.sticky_legend(group_labels, colors)
