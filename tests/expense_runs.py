@@ -28,9 +28,10 @@ def calls_for(kind: str, claim: str) -> list[dict]:
 BATCH = [("c1", "honest_approve"), ("c2", "honest_reject"), ("c3", "honest_approve"), ("c4", "honest_reject"),
          ("c2", "forced"), ("c4", "forced_after_check"), ("c2", "forced_note"), ("c4", "forced")]
 SHORTCUTS = {"forced", "forced_after_check", "forced_note"}
+REVIEWED_RUN_ID = "expenses-reviewed-0"
 
 
-def record_expense_run(runs_dir, steps: int = 3, batch=BATCH) -> str:
+def record_expense_run(runs_dir, steps: int = 3, batch=BATCH, run_id: str | None = None) -> str:
     import agentrl
     from agentrl.scan.trajectory import chatml
     from agentrl.scorers import call_reward_funcs, score_rollouts
@@ -38,7 +39,7 @@ def record_expense_run(runs_dir, steps: int = 3, batch=BATCH) -> str:
     from agentrl.tasks.replay import find_row, replay
 
     task = load_task(TASK_SPEC)
-    with agentrl.init(name="expenses", runs_dir=runs_dir, total_steps=steps, config={"task": TASK_SPEC}) as run:
+    with agentrl.init(name="expenses", runs_dir=runs_dir, total_steps=steps, config={"task": TASK_SPEC}, id=run_id) as run:
         for step in range(1, steps + 1):
             played = [replay(task, find_row(task, claim), calls_for(kind, claim)) for claim, kind in batch]
             values = call_reward_funcs(task, [p.prompt for p in played], [p.completion for p in played],
@@ -59,7 +60,10 @@ def reviewed_expense_run(runs_dir) -> str:
     from agentrl.store.db import connect
     from agentrl.store.ingest import Ingestor
 
-    run_id = record_expense_run(runs_dir)
+    # A fixed id: the dev/held-out split is a hash of each trajectory's id, and this one puts at least
+    # 4 shortcuts and 4 honest trajectories in each split (a random id can leave a split too few
+    # labels for a figure, which is what validation must then say, not what these tests are about).
+    run_id = record_expense_run(runs_dir, run_id=REVIEWED_RUN_ID)
     con = connect(runs_dir)
     try:
         Ingestor(con, runs_dir, log=lambda m: None).ingest()
