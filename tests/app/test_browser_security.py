@@ -351,6 +351,8 @@ def test_the_script_engine_is_off_unless_the_dashboard_was_started_with_it(dashb
     page.get_by_role("combobox", name="Preset").click()
     page.get_by_role("option", name="script-custom-loop").click()
     page.get_by_text("The script engine runs the command typed here, so it is off").wait_for(timeout=60_000)
+    # The message can draw before the rerun that drew it has redrawn the button below it.
+    wait_idle(page)
     assert page.get_by_role("button", name="Start run").is_disabled()
     assert _runs(runs_dir) == []
 
