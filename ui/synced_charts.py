@@ -32,9 +32,9 @@ _SCRIPT = """
   const plots = () => {
     if (!doc.querySelector('[class*="st-key-%(marker)s"]') || !window.Plotly) return [];
     const selector = doc.__agentrlSyncedPanels.map((key) => `.st-key-buffered-${key} .js-plotly-plot`).join(",");
-    return [...doc.querySelectorAll(selector)].filter((gd) => gd._fullLayout && gd.on && gd.offsetParent !== null);
+    return [...doc.querySelectorAll(selector)].filter((gd) => gd._fullLayout && gd.on);
   };
-  const scope = (gd) => new URLSearchParams(location.search).get("run") + "|" + (gd._fullLayout.xaxis.title.text || "");
+  const scope = (gd) => new URLSearchParams(location.search).get("run") + "|" + ((gd._fullLayout.xaxis || {}).title || {}).text;
   const sameScope = (gd, key) => scope(gd) === key;
   const xRange = (update) => {  // the x range a relayout set: [a, b], "auto", or null (no x change)
     for (const [key, value] of Object.entries(update)) {
@@ -52,8 +52,20 @@ _SCRIPT = """
     const update = range === "auto" ? {"xaxis.autorange": true} : {"xaxis.range": range.slice()};
     Promise.resolve(window.Plotly.relayout(gd, update)).finally(() => applying--);
   };
+  // A draw right after a click or a drag is a person's zoom or reset: its relayout event, which
+  // plotly sends after the draw, sets the shared range; the old one is not put back meanwhile.
+  let lastPointerUp = -Infinity;
+  doc.addEventListener("mouseup", () => { lastPointerUp = performance.now(); }, true);
+  const keep = (gd) => {
+    if (!gd._fullLayout.xaxis || !gd._fullLayout.xaxis.range) return;  // not drawn yet
+    const range = ranges[scope(gd)];
+    if (range && performance.now() - lastPointerUp > 500) apply(gd, range);
+  };
   const attach = (gd) => {
     gd.__agentrlSynced = true;
+    // A chart drawn anew while the run trains takes the shared zoom at the end of its draw, before
+    // the browser paints it (a frame of the full range would flash).
+    gd.on("plotly_afterplot", () => keep(gd));
     gd.on("plotly_relayout", (update) => {
       if (applying) return;
       const range = xRange(update);
@@ -74,16 +86,11 @@ _SCRIPT = """
   const check = () => {
     for (const gd of plots()) {
       if (!gd.__agentrlSynced) attach(gd);
-      const range = ranges[scope(gd)];
-      if (range) apply(gd, range);  // a chart drawn anew while the run trains keeps the shared zoom
+      keep(gd);  // Streamlit redraws a chart with its figure's own range now and then (a resize)
     }
   };
-  let queued = false;
-  new MutationObserver(() => {
-    if (queued) return;
-    queued = true;
-    requestAnimationFrame(() => { queued = false; check(); });
-  }).observe(doc.body, {childList: true, subtree: true});
+  // At once, not at the next frame: a new chart is found while plotly still draws it.
+  new MutationObserver(check).observe(doc.body, {childList: true, subtree: true});
 })();
 </script>
 """

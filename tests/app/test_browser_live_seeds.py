@@ -10,9 +10,10 @@ one guarded run (four tabular runs, trained in this process).
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
-from browsing import running_dashboard, wait_idle
+from browsing import running_dashboard, start_training, step_counter, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -22,7 +23,7 @@ RATES, COMPONENTS = "Success and violation rate", "Reward components per step"
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory):
-    """(base_url, {'outcome': [three run ids, seeds 7, 8, 9], 'guarded': [one run id]})."""
+    """(base_url, {'outcome': [three run ids, seeds 7, 8, 9], 'guarded': [one run id]}, runs_dir)."""
     from agentrl.config import load_preset
     from agentrl.engines.tabular.engine import run_tabular
     from agentrl.launch_configs import seed_configs
@@ -40,7 +41,7 @@ def seeded(tmp_path_factory):
             ids.setdefault(config.scorer, []).append(run.run_id)
     ingest_once(runs_dir)
     with running_dashboard(tmp_path, runs_dir) as base_url:
-        yield base_url, ids
+        yield base_url, ids, runs_dir
 
 
 def _chart(tab, title: str):
@@ -66,7 +67,7 @@ def _x_range(chart) -> list[float]:
 
 
 def test_live_draws_the_runs_seed_group_behind_its_own_lines_and_the_toggle_hides_it(seeded, browser):
-    base_url, ids = seeded
+    base_url, ids, _ = seeded
     tab = _open_live(browser, base_url, f"run={ids['outcome'][1]}")
     rates = _chart(tab, RATES)
     names = _trace_names(rates)
@@ -89,18 +90,13 @@ def test_live_draws_the_runs_seed_group_behind_its_own_lines_and_the_toggle_hide
 
 
 def test_live_step_charts_zoom_and_hover_together_and_a_double_click_resets_both(seeded, browser):
-    base_url, ids = seeded
+    base_url, ids, _ = seeded
     tab = _open_live(browser, base_url, f"run={ids['outcome'][0]}&group=false")
     rates, components = _chart(tab, RATES), _chart(tab, COMPONENTS)
     full, full_rates = _x_range(components), _x_range(rates)
+    _drag_zoom(tab, rates, 0.3, 0.6)
     plot = rates.locator(".nsewdrag").first.bounding_box()  # the plot area, where plotly takes a zoom box
     y = plot["y"] + plot["height"] * 0.5
-    tab.mouse.move(plot["x"] + plot["width"] * 0.3, y)
-    tab.mouse.down()
-    tab.mouse.move(plot["x"] + plot["width"] * 0.5, y + 40, steps=8)
-    tab.mouse.move(plot["x"] + plot["width"] * 0.6, y + 60, steps=8)
-    tab.mouse.up()
-    tab.wait_for_timeout(800)
     zoomed = _x_range(rates)
     assert zoomed[1] - zoomed[0] < 0.5 * (full[1] - full[0]), (zoomed, full)
     assert _x_range(components) == pytest.approx(zoomed), "the other chart did not follow the zoom"
@@ -118,8 +114,68 @@ def test_live_step_charts_zoom_and_hover_together_and_a_double_click_resets_both
     assert tab.locator('[data-testid="stException"]').count() == 0
 
 
+def _drag_zoom(tab, chart, start: float, end: float) -> None:
+    """A zoom box dragged across the plot area from `start` to `end` (fractions of its width)."""
+    plot = chart.locator(".nsewdrag").first.bounding_box()
+    y = plot["y"] + plot["height"] * 0.5
+    tab.mouse.move(plot["x"] + plot["width"] * start, y)
+    tab.mouse.down()
+    tab.mouse.move(plot["x"] + plot["width"] * (start + end) / 2, y + 40, steps=8)
+    tab.mouse.move(plot["x"] + plot["width"] * end, y + 60, steps=8)
+    tab.mouse.up()
+    tab.wait_for_timeout(800)
+
+
+def test_a_zoom_holds_while_the_run_trains_and_its_charts_are_redrawn(seeded, browser):
+    from agentrl.config import load_preset
+
+    base_url, _, runs_dir = seeded
+    before = {p.name for p in runs_dir.iterdir()}
+    trainer = start_training(runs_dir, load_preset("refund-outcome").model_copy(
+        update={"name": "zoom-live", "rounds": 120, "step_delay": 0.3}), name="zoom-live.json")
+    try:
+        deadline = time.monotonic() + 60
+        while not (new := {p.name for p in runs_dir.iterdir() if p.is_dir()} - before) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        tab = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+        tab.goto(f"{base_url}/Live?run={new.pop()}")
+        tab.wait_for_function("[...document.querySelectorAll('.gtitle')].filter(t => t.textContent.includes('per step'))"
+                              ".length > 0", timeout=90_000)
+        while (step_counter(tab) or (0, 0))[0] < 12 and time.monotonic() < deadline + 60:
+            time.sleep(0.3)
+        _drag_zoom(tab, _chart(tab, RATES), 0.2, 0.5)
+        zoomed, at = _x_range(_chart(tab, RATES)), step_counter(tab)[0]
+        # Every frame from now on: the x range of the rates chart a person sees (the one on top at its centre).
+        center = _chart(tab, RATES).bounding_box()
+        tab.evaluate("""([x, y, range]) => {
+          window.__unzoomed = 0; window.__seen = 0;
+          const sample = () => {
+            const gd = document.elementFromPoint(x, y)?.closest('.js-plotly-plot');
+            if (gd && gd._fullLayout) {
+              window.__seen++;
+              const now = gd._fullLayout.xaxis.range.map(Number);
+              if (Math.abs(now[0] - range[0]) > 1e-6 || Math.abs(now[1] - range[1]) > 1e-6) window.__unzoomed++;
+            }
+            requestAnimationFrame(sample);
+          };
+          requestAnimationFrame(sample);
+        }""", [center["x"] + center["width"] / 2, center["y"] + center["height"] / 2, zoomed])
+        while step_counter(tab)[0] < at + 15 and time.monotonic() < deadline + 120:  # charts redraw every 3 s or so
+            time.sleep(0.3)
+        tab.wait_for_timeout(2_000)
+        assert step_counter(tab)[0] >= at + 15, "the run did not advance on the page"
+        seen, unzoomed = tab.evaluate("[window.__seen, window.__unzoomed]")
+        assert seen > 100 and unzoomed == 0, f"{unzoomed} of {seen} frames showed the rates chart unzoomed"
+        for title in (RATES, COMPONENTS):  # the charts shown now were drawn after the zoom, and keep it
+            assert _x_range(_chart(tab, title)) == pytest.approx(zoomed), title
+        assert tab.locator('[data-testid="stException"]').count() == 0
+    finally:
+        trainer.kill()
+        trainer.wait()
+
+
 def test_lives_onset_label_sits_off_the_100_percent_line(seeded, browser):
-    base_url, ids = seeded
+    base_url, ids, _ = seeded
     tab = _open_live(browser, base_url, f"run={ids['outcome'][0]}&group=false")
     rates = _chart(tab, RATES)
     label = rates.locator(".annotation", has_text="hacking onset")
@@ -137,26 +193,25 @@ def _grid_rows(tab) -> list[list[str]]:
 
 
 def test_the_runs_table_collapses_a_seed_group_into_one_row_with_mean_and_std(seeded, browser):
-    base_url, ids = seeded
+    base_url, ids, runs_dir = seeded
+    runs = len([p for p in runs_dir.iterdir() if p.is_dir()])  # the module's four, and any a test above trained
+    rows_shown = "[...document.querySelectorAll('[data-testid=\"stDataFrame\"] table tbody tr')].length === {}"
     tab = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
     tab.goto(base_url + "/")
-    tab.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)
+    tab.wait_for_function(rows_shown.format(runs), timeout=60_000)
     wait_idle(tab)
-    assert len(_grid_rows(tab)) == 4
     tab.get_by_text("Group seeds").click()
-    tab.wait_for_function("[...document.querySelectorAll('[data-testid=\"stDataFrame\"] table tbody tr')].length === 2",
-                          timeout=30_000)
+    tab.wait_for_function(rows_shown.format(runs - 2), timeout=30_000)  # three seeds in one row
     wait_idle(tab)
     assert "seeds=" in tab.url
-    rows = {next(c for c in row if c.startswith("refund-")): row for row in _grid_rows(tab)}
+    rows = {next(c for c in row if re.search(r"\((outcome|guarded)\)", c)): row for row in _grid_rows(tab)}
     outcome = rows["refund-outcome (outcome) · 3 seeds"]
     assert "3" in outcome and "7, 8, 9" in outcome
     assert any(re.fullmatch(r"\d+\.\d% ± \d+\.\d%", cell) for cell in outcome), outcome
     assert not any("±" in cell for cell in rows["refund-guarded (guarded)"])  # one run: no spread to show
-    tab.get_by_text("2 seed groups of 4 runs shown").wait_for(timeout=10_000)
+    tab.get_by_text(f"{runs - 2} seed groups of {runs} runs shown").wait_for(timeout=10_000)
     # The choice is in the URL: a link opens the table grouped.
     again = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
     again.goto(tab.url)
-    again.wait_for_function("[...document.querySelectorAll('[data-testid=\"stDataFrame\"] table tbody tr')].length === 2",
-                            timeout=60_000)
+    again.wait_for_function(rows_shown.format(runs - 2), timeout=60_000)
     assert tab.locator('[data-testid="stException"]').count() == 0
