@@ -34,7 +34,9 @@ _SCRIPT = """
     const selector = doc.__agentrlSyncedPanels.map((key) => `.st-key-buffered-${key} .js-plotly-plot`).join(",");
     return [...doc.querySelectorAll(selector)].filter((gd) => gd._fullLayout && gd.on);
   };
-  const scope = (gd) => new URLSearchParams(location.search).get("run") + "|" + ((gd._fullLayout.xaxis || {}).title || {}).text;
+  const xAxes = (gd) => Object.keys(gd._fullLayout).filter((key) => /^xaxis\d*$/.test(key));  // small multiples have several
+  const xTitle = (gd) => xAxes(gd).map((key) => (gd._fullLayout[key].title || {}).text).find((text) => text) || "";
+  const scope = (gd) => new URLSearchParams(location.search).get("run") + "|" + xTitle(gd);
   const sameScope = (gd, key) => scope(gd) === key;
   const xRange = (update) => {  // the x range a relayout set: [a, b], "auto", or null (no x change)
     for (const [key, value] of Object.entries(update)) {
@@ -49,7 +51,10 @@ _SCRIPT = """
     const now = gd._fullLayout.xaxis;
     if (range === "auto" ? now.autorange === true : (!now.autorange && now.range[0] === range[0] && now.range[1] === range[1])) return;
     applying++;
-    const update = range === "auto" ? {"xaxis.autorange": true} : {"xaxis.range": range.slice()};
+    const update = {};
+    for (const key of xAxes(gd)) {
+      if (range === "auto") update[key + ".autorange"] = true; else update[key + ".range"] = range.slice();
+    }
     Promise.resolve(window.Plotly.relayout(gd, update)).finally(() => applying--);
   };
   // A draw right after a click or a drag is a person's zoom or reset: its relayout event, which

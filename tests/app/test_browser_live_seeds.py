@@ -91,8 +91,9 @@ def test_live_draws_the_runs_seed_group_behind_its_own_lines_and_the_toggle_hide
 
 def test_live_step_charts_zoom_and_hover_together_and_a_double_click_resets_both(seeded, browser):
     base_url, ids, _ = seeded
-    tab = _open_live(browser, base_url, f"run={ids['outcome'][0]}&group=false")
-    rates, components = _chart(tab, RATES), _chart(tab, COMPONENTS)
+    tab = _open_live(browser, base_url, f"run={ids['outcome'][0]}&group=false&panels=Updates")
+    rates, components, updates = _chart(tab, RATES), _chart(tab, COMPONENTS), _chart(tab, "Updates")
+    updates.locator(".scatterlayer .trace").first.wait_for(timeout=30_000)  # a panel opened on demand zooms too
     full, full_rates = _x_range(components), _x_range(rates)
     _drag_zoom(tab, rates, 0.3, 0.6)
     plot = rates.locator(".nsewdrag").first.bounding_box()  # the plot area, where plotly takes a zoom box
@@ -100,6 +101,7 @@ def test_live_step_charts_zoom_and_hover_together_and_a_double_click_resets_both
     zoomed = _x_range(rates)
     assert zoomed[1] - zoomed[0] < 0.5 * (full[1] - full[0]), (zoomed, full)
     assert _x_range(components) == pytest.approx(zoomed), "the other chart did not follow the zoom"
+    assert _x_range(updates) == pytest.approx(zoomed), "the updates chart did not follow the zoom"
 
     # Hovering one shows the same step on the other (plotly's unified hover box titles it).
     tab.mouse.move(plot["x"] + plot["width"] * 0.45, y)
@@ -111,6 +113,7 @@ def test_live_step_charts_zoom_and_hover_together_and_a_double_click_resets_both
     tab.mouse.dblclick(plot["x"] + plot["width"] * 0.45, y)
     tab.wait_for_timeout(800)
     assert _x_range(rates) == pytest.approx(full_rates) and _x_range(components) == pytest.approx(full)
+    assert _x_range(updates)[1] - _x_range(updates)[0] > zoomed[1] - zoomed[0]
     assert tab.locator('[data-testid="stException"]').count() == 0
 
 
