@@ -448,9 +448,3 @@ def mark_onset(fig: go.Figure, step: int | None, label: str = "hacking onset", a
                        xanchor="left" if where <= middle else "right", xshift=4 if where <= middle else -4,
                        font={"color": VIOLATION, "size": 11}, bgcolor="rgba(255,255,255,0.85)")
     return fig
-
-
-def empty() -> go.Figure:
-    """A figure with nothing in it: a page draws it hidden, first thing, so the browser loads plotly.js
-    while the page's script still runs (ui.preload)."""
-    return go.Figure(layout={"height": 10})

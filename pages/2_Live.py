@@ -10,9 +10,6 @@ import streamlit as st
 # and the tab would be blank until then.
 st.set_page_config(page_title="Live · agentrl", layout="wide")
 st.title("Live run")
-import ui.preload  # noqa: E402
-
-ui.preload.plotly()  # the browser compiles plotly.js meanwhile, not after the script ends
 
 import ui
 from agentrl import charts, group_charts
