@@ -9,6 +9,7 @@ st.title("agentrl — runs")
 
 import ui
 from agentrl.analysis import runs as runs_view
+from agentrl.analysis import seed_groups
 from agentrl.monitor import store_onset
 from agentrl.store import curation, queries
 from ui.pickers import colors_of
@@ -38,44 +39,81 @@ def runs_overview() -> None:
         cols = st.columns(5)
         for col, status in zip(cols, ("running", "queued", "succeeded", "failed", "cancelled")):
             col.metric(status, int(counts.get(status, 0)))
-        f1, f2, f3, f4, f5 = st.columns([3, 2, 2, 2, 2], vertical_alignment="bottom")
+        f1, f2, f3, f4, f5, f6 = st.columns([3, 2, 2, 2, 2, 2], vertical_alignment="bottom")
         text = f1.text_input("Search", key="q", bind="query-params", placeholder="name, id or note")
         statuses = f2.multiselect("Status", sorted(runs["status"].unique()), key="status", bind="query-params")
         kinds = f3.multiselect("Engine", sorted(runs["kind"].unique()), key="kind", bind="query-params")
         tags = f4.multiselect("Tags", runs_view.all_tags(runs), key="tag", bind="query-params")
         archived = f5.toggle("Show archived", key="archived", bind="query-params",
                              help="Archived runs are hidden from every run picker.")
+        grouped = f6.toggle("Group seeds", key="seeds", bind="query-params",
+                            help="Runs whose configs differ only in seed as one row, with the mean ± std of their "
+                                 "final figures. Selecting a row selects all its runs.")
         shown = runs_view.filter_runs(runs, text, statuses, kinds, tags, archived)
         colors = colors_of(shown)
-        # Each run's onset, worked out again only when the run has new steps.
-        onsets = {r.run_id: ui.remembered(f"onset-{r.run_id}", (r.steps_done, r.status),
-                                          lambda r=r: store_onset(ui.cursor(), r.run_id)) for r in shown.itertuples()}
-        table = runs_view.runs_table(shown, onsets, queries.config_texts(ui.cursor(), shown["run_id"].tolist()))
-        styled = table.style.apply(lambda column: [f"color: {colors[r]}" for r in table["run_id"]], subset=["run"])
-        ids = table["run_id"].tolist()
-        event = st.dataframe(
-            styled, hide_index=True, key=ui.selection_key("runs", ids), on_select="rerun", selection_mode="multi-row",
-            column_config={
-                "run": st.column_config.TextColumn("", width=28, help="The run's colour on every chart."),
-                "final success": st.column_config.NumberColumn(format="percent", help="Sampled success rate of the last step."),
-                "final violation": st.column_config.NumberColumn(format="percent", help="Sampled violation rate of the last step."),
-                "held-out success": st.column_config.NumberColumn(format="percent", help="Latest greedy held-out evaluation."),
-                "onset": st.column_config.TextColumn("hacking onset", help="The first step at which a hacking signal "
-                                                     "stayed past its threshold (the onset monitor)."),
-                "final reward": st.column_config.NumberColumn(format="%.3f"),
-                "live": st.column_config.LinkColumn("live", display_text="Live", width=50),
-                "review": st.column_config.LinkColumn("review", display_text="Review", width=60),
-                "hardware": st.column_config.LinkColumn("hardware", display_text="Hardware"),
-                "created_at": st.column_config.DatetimeColumn("created (UTC)", format="YYYY-MM-DD HH:mm"),
-                "run_id": st.column_config.TextColumn("run id"),
-                "learning rate": st.column_config.NumberColumn(format="%g"),
-            },
-        )
-    st.caption(f"{len(shown)} of {len(runs)} runs shown. Select rows to compare, tag, archive or delete them.")
-    selected = [ids[i] for i in event.selection.rows if i < len(ids)]
+        if grouped:
+            event, rows = seed_group_table(shown, colors)
+        else:
+            event, rows = run_table(shown, colors)
+    what = f"{len(rows)} seed groups of {len(shown)} runs" if grouped else f"{len(shown)} of {len(runs)} runs"
+    st.caption(f"{what} shown. Select rows to compare, tag, archive or delete them.")
+    selected = [run_id for i in event.selection.rows if i < len(rows) for run_id in rows[i]]
     if selected:
         with ui.shown_errors("change the selected runs"):
             selected_runs(runs, selected)
+
+
+def run_table(shown, colors):
+    """One row per run: (the table's selection event, each row's run ids)."""
+    # Each run's onset, worked out again only when the run has new steps.
+    onsets = {r.run_id: ui.remembered(f"onset-{r.run_id}", (r.steps_done, r.status),
+                                      lambda r=r: store_onset(ui.cursor(), r.run_id)) for r in shown.itertuples()}
+    table = runs_view.runs_table(shown, onsets, queries.config_texts(ui.cursor(), shown["run_id"].tolist()))
+    styled = table.style.apply(lambda column: [f"color: {colors[r]}" for r in table["run_id"]], subset=["run"])
+    ids = table["run_id"].tolist()
+    event = st.dataframe(
+        styled, hide_index=True, key=ui.selection_key("runs", ids), on_select="rerun", selection_mode="multi-row",
+        column_config={
+            "run": st.column_config.TextColumn("", width=28, help="The run's colour on every chart."),
+            "final success": st.column_config.NumberColumn(format="percent", help="Sampled success rate of the last step."),
+            "final violation": st.column_config.NumberColumn(format="percent", help="Sampled violation rate of the last step."),
+            "held-out success": st.column_config.NumberColumn(format="percent", help="Latest greedy held-out evaluation."),
+            "onset": st.column_config.TextColumn("hacking onset", help="The first step at which a hacking signal "
+                                                 "stayed past its threshold (the onset monitor)."),
+            "final reward": st.column_config.NumberColumn(format="%.3f"),
+            "live": st.column_config.LinkColumn("live", display_text="Live", width=50),
+            "review": st.column_config.LinkColumn("review", display_text="Review", width=60),
+            "hardware": st.column_config.LinkColumn("hardware", display_text="Hardware"),
+            "created_at": st.column_config.DatetimeColumn("created (UTC)", format="YYYY-MM-DD HH:mm"),
+            "run_id": st.column_config.TextColumn("run id"),
+            "learning rate": st.column_config.NumberColumn(format="%g"),
+        },
+    )
+    return event, [[run_id] for run_id in ids]
+
+
+def seed_group_table(shown, colors):
+    """One row per seed group (runs whose configs differ only in seed), the mean ± std of their
+    final figures: (the table's selection event, each row's run ids)."""
+    groups = seed_groups.seed_groups(queries.run_configs(ui.cursor(), shown["run_id"].tolist()))
+    table = runs_view.grouped_table(shown, groups)
+    styled = table.style.apply(lambda column: [f"color: {colors[r]}" for r in table["run_id"]], subset=["run"])
+    rows = [ids.split(", ") for ids in table["run_ids"]]
+    event = st.dataframe(
+        styled, hide_index=True, key=ui.selection_key("seed-groups", table["run_ids"].tolist()), on_select="rerun",
+        selection_mode="multi-row", column_order=[c for c in table.columns if c not in ("run_id", "run_ids")],
+        column_config={
+            "run": st.column_config.TextColumn("", width=28, help="The colour of the group's first run."),
+            "runs": st.column_config.NumberColumn(help="Runs in the group: their configs differ only in seed."),
+            "final success": st.column_config.TextColumn(help="Mean ± std over the group's runs of the last step's sampled success rate."),
+            "final violation": st.column_config.TextColumn(help="Mean ± std over the group's runs of the last step's sampled violation rate."),
+            "held-out success": st.column_config.TextColumn(help="Mean ± std over the group's runs of the latest held-out evaluation."),
+            "final reward": st.column_config.TextColumn(help="Mean ± std over the group's runs of the last step's mean reward."),
+            "compare": st.column_config.LinkColumn("compare", display_text="Compare", width=70,
+                                                   help="Every run of the group on Compare, drawn as one line in a band."),
+        },
+    )
+    return event, rows
 
 
 def selected_runs(runs, selected: list[str]) -> None:

@@ -426,6 +426,9 @@ def metric_curves(series: pd.DataFrame, title: str = "Engine metrics per step", 
     return fig
 
 
+ONSET_LABEL_Y = 0.62  # an onset label's height on a chart (paper): mid-plot, off the 0% and 100% lines
+
+
 def mark_onset(fig: go.Figure, step: int | None, label: str = "hacking onset", at_x: float | None = None) -> go.Figure:
     """A dashed vertical line at the onset step on a chart whose x axis is the step (the chart is
     left as it was when there is no onset). The line is a layout shape: it is drawn whatever the
@@ -438,9 +441,10 @@ def mark_onset(fig: go.Figure, step: int | None, label: str = "hacking onset", a
     xs = [float(x) for trace in fig.data if getattr(trace, "x", None) is not None
           for x in trace.x if isinstance(x, numbers.Real)]
     middle = (min(xs) + max(xs)) / 2 if xs else where
-    fig.add_vline(x=where, line_dash="dash", line_color=VIOLATION, line_width=1.5, name="onset",
-                  annotation_text=f"{label} (step {step})",
-                  annotation_position="top right" if where <= middle else "top left",
-                  annotation_font_color=VIOLATION, annotation_font_size=11,
-                  annotation_bgcolor="rgba(255,255,255,0.85)")  # readable over a curve at the top
+    fig.add_vline(x=where, line_dash="dash", line_color=VIOLATION, line_width=1.5, name="onset")
+    # The label mid-plot (as Compare's, `group_charts.mark_onsets`): at the top it sat on the 100%
+    # success line, the one curve a reader looks for there.
+    fig.add_annotation(x=where, y=ONSET_LABEL_Y, xref="x", yref="paper", showarrow=False, text=f"{label} (step {step})",
+                       xanchor="left" if where <= middle else "right", xshift=4 if where <= middle else -4,
+                       font={"color": VIOLATION, "size": 11}, bgcolor="rgba(255,255,255,0.85)")
     return fig

@@ -1,7 +1,7 @@
 """Figures of seed groups and Compare's finishing touches: one line per seed group in a band of
 its colour, full names in hover labels, a long title on two lines, onset labels mid-plot.
 
-analysis.seed_groups -> **group_charts** -> Compare (and Live, which may call `seed_band_overlay`).
+analysis.seed_groups -> **group_charts** -> Compare (`seed_band_overlay`) and Live (`beside_seed_group`).
 Built on `agentrl.charts`, which holds plotly and the conventions every chart keeps (a run's
 colour, "x unified" hover, no legend on a chart of several runs: the page draws one); kept apart
 so neither module passes 500 lines.
@@ -13,7 +13,7 @@ import numbers
 
 import pandas as pd
 
-from agentrl.charts import VIOLATION, _few, _layout, _line, go, run_colors
+from agentrl.charts import ONSET_LABEL_Y, OUTCOME_STYLE, VIOLATION, _few, _layout, _line, go, run_colors
 
 
 def _translucent(color: str, alpha: float = 0.18) -> str:
@@ -85,8 +85,35 @@ def mark_onsets(fig: go.Figure, onsets: dict[str, int | None]) -> go.Figure:
     for i, (label, step) in enumerate(marked):
         middle = (min(xs) + max(xs)) / 2 if xs else step
         fig.add_vline(x=step, line_dash="dash", line_color=VIOLATION, line_width=1.5, name="onset")
-        fig.add_annotation(x=step, y=0.62 - 0.12 * (i % 4), xref="x", yref="paper", showarrow=False,
+        fig.add_annotation(x=step, y=ONSET_LABEL_Y - 0.12 * (i % 4), xref="x", yref="paper", showarrow=False,
                            text=f"{label}: onset (step {step})", xanchor="left" if step <= middle else "right",
                            xshift=4 if step <= middle else -4, font={"color": VIOLATION, "size": 11},
                            bgcolor="rgba(255,255,255,0.85)")
     return fig
+
+
+def beside_seed_group(run_fig: go.Figure, curves: dict[str, pd.DataFrame], label: str, band: str = "min–max") -> go.Figure:
+    """Live's rate chart with the run's seed group behind it: per rate (`curves`: "success" or
+    "violation" -> `group_curves` of that rate for the one group), the group's mean as a thin dotted
+    line in a band of the rate's colour, drawn first so the run's own lines stay on top. The run's
+    traces keep their names ("success", "violation"); the group's are "<rate>, <label>" (label: "mean of 3 seeds")."""
+    fig = go.Figure()
+    for rate, part in curves.items():
+        if part.empty:
+            continue
+        color = OUTCOME_STYLE[rate]["color"]
+        name = f"{rate}, {label}"
+        if (part["hi"] - part["lo"]).abs().max() > 0:
+            fig.add_trace(go.Scatter(x=part["step"], y=part["hi"], mode="lines", line={"width": 0, "color": color},
+                                     showlegend=False, hoverinfo="skip", name=f"{name} (band top)"))
+            fig.add_trace(go.Scatter(x=part["step"], y=part["lo"], mode="lines", line={"width": 0, "color": color},
+                                     fill="tonexty", fillcolor=_translucent(color, 0.14), showlegend=False,
+                                     hoverinfo="skip", name=f"{name} ({band})"))
+        fig.add_trace(_line(part["step"], part["mean"], name, color, width=1.2, dash="dot",
+                            customdata=part[["lo", "hi", "runs"]].to_numpy(),
+                            hovertemplate=f"%{{y:.1%}} ({band}: %{{customdata[0]:.1%}} to %{{customdata[1]:.1%}}, "
+                                          "%{customdata[2]} runs)"))
+    for trace in run_fig.data:
+        fig.add_trace(trace)
+    fig.update_layout(run_fig.layout)
+    return full_hover_names(fig)

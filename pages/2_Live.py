@@ -1,7 +1,8 @@
 """Live: one run as it trains, refreshed every second without reloading the page, and not at all
 once it has finished. Its charts refresh without a blank frame (ui.buffered), the counters above
 them come from the same read of the run's steps, and the onset banner's place is kept from the
-start (ui.live_view)."""
+start (ui.live_view). A run with seed siblings draws their mean in a band behind its own lines; the
+step charts zoom and hover together (ui.synced_charts)."""
 
 import streamlit as st
 
@@ -11,22 +12,24 @@ st.set_page_config(page_title="Live · agentrl", layout="wide")
 st.title("Live run")
 
 import ui
-from agentrl import charts
-from agentrl.analysis import live
+from agentrl import charts, group_charts
+from agentrl.analysis import live, seed_groups
 from agentrl.analysis.hardware import estimate_total
-from agentrl.analysis.series import downsample, smooth
+from agentrl.analysis.series import MAX_POINTS, downsample, smooth
 from agentrl.monitor import store_onset
 from agentrl.record.rundir import RunDir
 from agentrl.store import queries
-from ui import buffered, live_view
+from ui import buffered, live_view, synced_charts
 from ui.behaviours import draw_run_behaviours, window_control
 from ui.pickers import run_picker
 from ui.scans import draw_hit_rates
 
 MORE_PANELS = ["Behaviours", "Vetoes", "Policy", "Updates", "Memory", "Engine metrics", "Scanners"]
+STEP_PANELS = ["rates", "components", "vetoes", "updates", "metrics"]  # charts against the step (or time): zoomed together
 
 svc = ui.page("Live")
 buffered.install()
+synced_charts.install(STEP_PANELS)
 
 runs = queries.list_runs(ui.cursor())
 requested = st.query_params.get("run")
@@ -51,7 +54,7 @@ if runs.empty or pending:
 
 run_id = run_picker(runs, queries.default_live_run(ui.cursor()), help="Defaults to the newest running run.")
 started_active = live.is_active(runs.set_index("run_id").at[run_id, "status"])
-x_axis, smoothing = live_view.chart_controls()
+controls = live_view.chart_controls(live_view.seed_group(ui.cursor(), runs, run_id))
 
 
 @ui.refreshing(started_active)
@@ -86,7 +89,7 @@ def live_header(run_id: str) -> None:
 
 
 @ui.refreshing(started_active, ui.CHART_REFRESH_S)
-def live_charts(run_id: str, x_axis: str, smoothing: float) -> None:
+def live_charts(run_id: str, controls: live_view.Controls) -> None:
     """The charts: redrawn only when the run reported something new, at most every few seconds
     (a browser on a busy machine could otherwise never finish drawing one set before the next)."""
     con = ui.cursor()
@@ -96,13 +99,13 @@ def live_charts(run_id: str, x_axis: str, smoothing: float) -> None:
     version = queries.run_version(con, run_id)
     with ui.steady("steady-live-charts"):
         if version[1] is not None:  # a step has been reported
-            draw_charts(con, run, version, x_axis, smoothing)
+            draw_charts(con, run, version, controls)
         with st.expander("Last log lines", expanded=run["status"] == "failed" or version[1] is None):
             st.code("\n".join(RunDir(svc.runs_dir / run_id).tail_log(15)) or "(no output yet)", language="text")
 
 
-def draw_charts(con, run: dict, version, x: str, weight: float) -> None:
-    run_id = run["run_id"]
+def draw_charts(con, run: dict, version, controls: live_view.Controls) -> None:
+    run_id, x, weight, group = run["run_id"], controls.x, controls.smoothing, controls.group
     # One read of the steps per version: the counters and every chart below are drawn from it.
     steps = ui.remembered(f"steps-{run_id}", version, lambda: queries.step_metrics(con, run_id))
     last = int(steps["step"].max()) if not steps.empty else 0
@@ -120,8 +123,21 @@ def draw_charts(con, run: dict, version, x: str, weight: float) -> None:
         return downsample(found, by="component")
 
     mark = lambda fig: charts.mark_onset(fig, at, at_x=at_x)
-    figures = ui.remembered(f"figures-{run_id}", (version, at, x, weight), build=lambda: {
-        "rates": mark(charts.rates_curve(thin, x=x)),
+    # The seed group's steps: new when any of its runs reported something.
+    group_version = tuple(queries.run_version(con, r) for r in group.run_ids) if group else None
+
+    def rates():
+        figure = charts.rates_curve(thin, x=x)
+        if group:
+            members = ui.remembered(f"group-steps-{run_id}", group_version, lambda: downsample(
+                queries.steps_for_runs(con, list(group.run_ids), max_points=MAX_POINTS), by="run_id"))
+            curves = {rate: seed_groups.group_curves(smooth(members, f"{rate}_rate", weight, by="run_id"), [group],
+                                                     f"{rate}_rate", controls.band) for rate in ("success", "violation")}
+            figure = group_charts.beside_seed_group(figure, curves, f"mean of {group.size} seeds", controls.band)
+        return mark(figure)
+
+    figures = ui.remembered(f"figures-{run_id}", (version, at, x, weight, group_version, controls.band), build=lambda: {
+        "rates": rates(),
         "vetoes": mark(charts.veto_counts(thin, x=x)) if shown.vetoes else None,
         "components": mark(charts.reward_components(components(), x=x)),
         "updates": mark(charts.update_counts(thin, clipped=shown.clipped, x=x)) if shown.updates else None,
@@ -182,4 +198,4 @@ def draw_charts(con, run: dict, version, x: str, weight: float) -> None:
 
 with ui.shown_errors("draw the live run"):
     live_header(run_id)
-    live_charts(run_id, x_axis, smoothing)
+    live_charts(run_id, controls)

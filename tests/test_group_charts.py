@@ -41,3 +41,24 @@ def test_onset_labels_sit_mid_plot_one_under_the_other_never_on_the_100_percent_
     ys = [a.y for a in fig.layout.annotations]
     assert all(0.2 < y < 0.8 for y in ys) and len(set(ys)) == 2
     assert [a.xanchor for a in fig.layout.annotations] == ["left", "right"]
+
+
+def test_live_draws_a_runs_seed_group_behind_its_own_lines_a_dotted_mean_in_a_band_of_each_rates_colour():
+    steps = pd.DataFrame({"step": [1, 2], "success_rate": [0.5, 1.0], "violation_rate": [0.0, 0.5]})
+    curves = {rate: _curves()[lambda c: c["group_id"] == "o"] for rate in ("success", "violation")}
+    fig = group_charts.beside_seed_group(charts.rates_curve(steps), curves, "mean of 2 seeds")
+    names = [t.name for t in fig.data]
+    assert names[-2:] == ["success", "violation"]  # the run's own lines on top, named as before
+    assert names.index("success, mean of 2 seeds") < names.index("violation, mean of 2 seeds") < names.index("success")
+    band = next(t for t in fig.data if t.fill == "tonexty" and t.name.startswith("violation"))
+    assert band.fillcolor == "rgba(213,94,0,0.14)" and list(band.y) == [0.2, 0.6]  # vermillion, translucent
+    mean = next(t for t in fig.data if t.name == "success, mean of 2 seeds")
+    assert mean.line.dash == "dot" and mean.line.color == charts.SUCCESS
+    assert fig.layout.title.text == "Success and violation rate" and list(fig.layout.yaxis.range) == [-0.02, 1.05]
+
+
+def test_lives_onset_label_sits_mid_plot_off_the_100_percent_line():
+    fig = charts.mark_onset(charts.rates_curve(pd.DataFrame({"step": [1, 2, 3], "success_rate": [1.0] * 3,
+                                                             "violation_rate": [0.5] * 3})), 2)
+    (label,) = fig.layout.annotations
+    assert label.yref == "paper" and 0.2 < label.y < 0.8 and label.text == "hacking onset (step 2)"

@@ -1,5 +1,5 @@
-"""The Live page's parts that must hold still while a run trains: the chart controls kept in the URL,
-the onset slot (its height reserved from the first chart on, so a banner appearing mid-run does not
+"""The Live page's parts that must hold still while a run trains: the chart controls kept in the URL
+(with the run's seed group, drawn behind its own lines), the onset slot (its height reserved from the first chart on, so a banner appearing mid-run does not
 push the charts down), the counters drawn from the same snapshot of steps as the charts, and the
 time a run that has not stepped yet will take.
 
@@ -9,11 +9,12 @@ pages/2_Live.py -> **ui.live_view** -> agentrl.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
-from agentrl.analysis import live
+from agentrl.analysis import live, seed_groups
 from agentrl.analysis.live import clock
 from agentrl.store import queries
 from ui.text import plain
@@ -23,15 +24,44 @@ ONSET_SLOT_CSS = ("<style>.st-key-steady-onset-slot { min-height: 5.25rem; }"
                   " .st-key-steady-onset-slot [data-testid='stAlert'] p { font-size: 0.85rem; }</style>")
 
 
-def chart_controls() -> tuple[str, float]:
-    """The x axis (step or elapsed time) and the smoothing of the rate curves, both in the URL so a
-    link shows the same view."""
-    left, right = st.columns([1, 2], vertical_alignment="bottom")
+@dataclass(frozen=True)
+class Controls:
+    x: str  # "step" or "elapsed_s"
+    smoothing: float
+    group: seed_groups.SeedGroup | None  # the run's seed group, when it is drawn (more than one run, asked for)
+    band: str
+
+
+def seed_group(con, runs: pd.DataFrame, run_id: str) -> seed_groups.SeedGroup | None:
+    """The seed group of `run_id` among `runs` (the runs whose configs differ from its own only in
+    `seed`), None when it has no sibling."""
+    group = seed_groups.group_containing(seed_groups.seed_groups(queries.run_configs(con, runs["run_id"].tolist())), run_id)
+    return group if group and group.size > 1 else None
+
+
+def chart_controls(group: seed_groups.SeedGroup | None) -> Controls:
+    """The x axis (step or elapsed time), the smoothing of the rate curves and, for a run with seed
+    siblings, whether their mean and band are drawn behind its own lines (on by default), all in the
+    URL so a link shows the same view. One row whatever the run: nothing below it moves."""
+    left, middle, right = st.columns([2, 3, 3], vertical_alignment="bottom")
     x = left.segmented_control("x axis", list(X_CHOICES), format_func=X_CHOICES.get, default="step", key="x",
                                bind="query-params", help="Per-step charts against the step or the run's elapsed time.")
-    weight = right.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key="smoothing", bind="query-params",
-                          help="Exponential moving average of the curves, as in W&B (the raw curve stays faint).")
-    return x or "step", float(weight or 0.0)
+    weight = middle.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key="smoothing", bind="query-params",
+                           help="Exponential moving average of the curves, as in W&B (the raw curve stays faint).")
+    x = x or "step"
+    if group is None:
+        right.caption("Seed group: none (no other run differs from this one only in its seed).")
+        return Controls(x, float(weight or 0.0), None, seed_groups.BANDS[0])
+    toggle, band_box = right.columns([3, 2], vertical_alignment="bottom")
+    shown = toggle.toggle(f"Seed group ({group.size} runs)", value=True, key="group", bind="query-params",
+                          disabled=x != "step",
+                          help="The mean of this run's seed group (runs whose configs differ only in seed) as a dotted "
+                               "line in a band, behind the run's own success and violation lines. Drawn against steps "
+                               "only: seeds reach a step at different times.")
+    band = band_box.selectbox("Band", seed_groups.BANDS, key="band", bind="query-params", disabled=not shown,
+                              help="min–max: the least and greatest run at each step; ±1 std: the mean ∓ one standard deviation.")
+    drawn = group if shown and x == "step" else None
+    return Controls(x, float(weight or 0.0), drawn, band or seed_groups.BANDS[0])
 
 
 def onset_slot(onset, run: dict) -> None:

@@ -1,6 +1,7 @@
 """The runs table of the home page: filtering the run list and laying it out with each run's final
 figures, the config values that tell its runs apart (the fields each engine names in its
-`table_fields`), and links to its pages.
+`table_fields`), and links to its pages; or, grouped, one row per seed group with the mean ± std of
+its runs' final figures.
 
 queries.list_runs -> **analysis.runs** -> home page. Pure functions on the `list_runs` frame.
 """
@@ -124,3 +125,48 @@ def runs_table(runs: pd.DataFrame, onsets: dict | None = None, configs: dict[str
     })
     return table.reset_index(drop=True)
 
+
+
+def _mean_std(mean: float, std: float, runs: int, percent: bool) -> str:
+    """'81.2% ± 3.1%' (or '0.812 ± 0.031'); the mean alone for one run; '' for none."""
+    if pd.isna(mean):
+        return ""
+    shown = (lambda v: f"{v:.1%}") if percent else (lambda v: f"{v:.3f}")
+    return shown(mean) if runs < 2 or pd.isna(std) else f"{shown(mean)} ± {shown(std)}"
+
+
+# The grouped table's figure columns: (column of `collapse_runs`, header, a rate in percent).
+GROUPED_FIGURES = (("final_success", "final success", True), ("final_violation", "final violation", True),
+                   ("held_out_success", "held-out success", True), ("final_reward", "final reward", False))
+
+
+def grouped_table(runs: pd.DataFrame, groups: list) -> pd.DataFrame:
+    """The runs table with each seed group (`analysis.seed_groups.seed_groups` of `runs`) as one
+    row: its label, how many runs and which seeds, their statuses and steps, the mean ± std of each
+    final figure over its runs, and a link to Compare with all of them. `run_ids` lists the
+    group's runs (the page selects them all when the row is selected)."""
+    from agentrl.analysis.seed_groups import collapse_runs
+
+    collapsed = collapse_runs(runs, groups)
+    by_id = runs.set_index("run_id")
+    members = [[r for r in g.run_ids if r in by_id.index] for g in groups]
+    members = [m for m in members if m]
+    table = pd.DataFrame({
+        "run": "●",
+        "group": collapsed["group"],
+        "runs": collapsed["runs"],
+        "seeds": [", ".join(str(v) for v in sorted((v for r, v in zip(g.run_ids, g.values) if r in by_id.index),
+                                                   key=lambda v: (not isinstance(v, (int, float)), v if isinstance(v, (int, float)) else str(v))))
+                  for g in groups if any(r in by_id.index for r in g.run_ids)],
+        "status": [", ".join(dict.fromkeys(str(s) for s in by_id.loc[m, "status"])) for m in members],
+        "steps": [f"{int(by_id.loc[m, 'steps_done'].min())}/"
+                  f"{int(t) if pd.notna(t := by_id.loc[m, 'total_steps'].max()) else '?'}" for m in members],
+    })
+    for column, header, percent in GROUPED_FIGURES:
+        if f"{column}_mean" in collapsed:
+            table[header] = [_mean_std(mean, std, n, percent) for mean, std, n in
+                             zip(collapsed[f"{column}_mean"], collapsed[f"{column}_std"], collapsed["runs"])]
+    table["compare"] = [page_url("Compare", m) for m in members]
+    table["run_id"] = collapsed["group_id"]
+    table["run_ids"] = [", ".join(m) for m in members]
+    return table.reset_index(drop=True)

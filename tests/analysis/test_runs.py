@@ -54,3 +54,20 @@ def test_runs_table_shows_the_config_fields_each_engine_names_with_the_created_t
     assert "learning rate" not in runs_view.runs_table(runs).columns  # no configs given, no config columns
     unreadable = runs_view.config_columns(runs, {"r1": "{not json"})
     assert unreadable["seed"].isna().all()
+
+
+def test_the_grouped_table_is_one_row_per_seed_group_with_mean_and_std_and_a_compare_link():
+    from agentrl.analysis.seed_groups import SeedGroup
+
+    runs = _runs().assign(run_id=["s8", "s7", "lone"], status=["succeeded", "running", "succeeded"],
+                          final_success=[1.0, 0.5, 0.25], final_reward=[0.8, 0.6, None])
+    groups = [SeedGroup("s8", "pair-outcome (outcome) · 2 seeds", ("s8", "s7"), (8, 7)),
+              SeedGroup("lone", "lm (guarded)", ("lone",), (7,))]
+    table = runs_view.grouped_table(runs, groups)
+    first, second = table.iloc[0], table.iloc[1]
+    assert (first["group"], first["runs"], first["seeds"], first["status"]) == ("pair-outcome (outcome) · 2 seeds", 2, "7, 8",
+                                                                               "succeeded, running")
+    assert first["steps"] == "12/30"  # the group's slowest run
+    assert first["final success"] == "75.0% ± 35.4%" and first["final reward"] == "0.700 ± 0.141"
+    assert second["final success"] == "25.0%" and second["final reward"] == ""  # one run: no spread; no figure: blank
+    assert first["compare"] == "Compare?run=s8&run=s7" and first["run_ids"] == "s8, s7"
