@@ -50,8 +50,10 @@ browser:
 bwrap:
 	scripts/ensure-bwrap.sh
 
+# Every test, in two passes: two pytest-xdist workers, then the `serial` tests alone (tests/conftest.py).
 test: install install-ray install-s3 browser bwrap
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n 2 --dist loadgroup -m "not serial"
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m serial
 
 # The inner loop: everything but the browser, language-model and slow tests (`make test` runs them all).
 test-fast: install

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from browsing import start_training, step_counter
 
 from agentrl.config import load_preset
+
+pytestmark = pytest.mark.browser
 
 
 def test_live_shows_the_onset_banner_and_chart_markers_while_the_outcome_run_trains(dashboard, page, tmp_path):
