@@ -23,9 +23,11 @@ UNVERIFIED_HELP = ("Unverified: a behaviour holding at least 5% of the top-rewar
 
 
 def draw_run_behaviours(con, run_id: str, version, last: int, label: str | None = None, color: str | None = None,
-                        key: str = "behaviours") -> None:
-    """One run's Behaviours view: the stacked shares, then the table."""
-    table = ui.remembered(f"{key}-table-{run_id}", (version, last), lambda: behaviours.behaviour_table(con, run_id, last))
+                        key: str = "behaviours", table=None) -> None:
+    """One run's Behaviours view: the stacked shares, then the table (`table`: read already, with
+    the other picked runs' by `behaviours.behaviour_tables`)."""
+    if table is None:
+        table = ui.remembered(f"{key}-table-{run_id}", (version, last), lambda: behaviours.behaviour_table(con, run_id, last))
     if table.empty:
         st.caption(f"{label or 'This run'} has no trajectories yet.")
         return

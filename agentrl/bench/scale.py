@@ -144,8 +144,8 @@ def compare_page_queries(con, steps: int) -> dict:
             lambda picked: queries.step_metric_for_runs(con, picked, "kl", max_points=MAX_POINTS),
         "Behaviours: behaviour_step_shares (thinned to 1,000 steps, as the page asks)":
             lambda picked: queries.behaviour_step_shares(con, picked, max_steps=MAX_POINTS),
-        "Behaviours: behaviour_table of each run (last 5 steps)":
-            lambda picked: [behaviours.behaviour_table(con, run_id) for run_id in picked],
+        "Behaviours: behaviour_tables of the picked runs, read at once as the page does (last 5 steps)":
+            lambda picked: behaviours.behaviour_tables(con, picked),
         "found divergence of the first two runs (last 5 steps)":
             lambda picked: behaviours.run_divergence(con, picked[0], picked[1 % len(picked)]),
     }
