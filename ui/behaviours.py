@@ -33,7 +33,7 @@ def draw_run_behaviours(con, run_id: str, version, last: int, label: str | None 
         return
     unverified = set(table.loc[table["unverified"], "behaviour"])
     figure = ui.remembered(f"{key}-chart-{run_id}", (version, last), lambda: behaviour_charts.behaviour_shares(
-        behaviours.lump_shares(queries.behaviour_step_shares(con, [run_id], max_steps=MAX_POINTS), KEEP),
+        queries.behaviour_step_shares(con, [run_id], max_steps=MAX_POINTS, keep=KEEP)[["step", "behaviour", "share"]],
         title=f"{label}: behaviours per step" if label else "Behaviours: share of each step's trajectories",
         unverified=unverified, title_color=color))
     ui.chart(figure, f"{key}-chart-{run_id}")
