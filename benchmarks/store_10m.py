@@ -4,6 +4,7 @@ compare another checkout's code against this one on the same store at the same l
     .venv/bin/python benchmarks/store_10m.py build DIR [--runs N] [--steps 15625] [--code CHECKOUT]
     .venv/bin/python benchmarks/store_10m.py queries DIR [--repeat 30] [--code CHECKOUT] [--skip-slow]
     .venv/bin/python benchmarks/store_10m.py ab DIR --before CHECKOUT [--rounds 30]
+    .venv/bin/python benchmarks/store_10m.py slow DIR --before CHECKOUT [--rounds 2] [--repeat 20]
 
 `build` writes the bench's synthetic chunks once (DIR/pristine: 20 runs x 15,625 steps x 32
 trajectories, `agentrl.bench.synth`), hard-links them (all, or the first N runs) into DIR/runs
@@ -11,7 +12,10 @@ and ingests them as `python -m agentrl bench` does, printing rows/s and the load
 command with another checkout's `agentrl` (e.g. /work/main, to measure before a change). `ab`
 times the old Compare series queries (from the other checkout) and this checkout's, as the pages
 ask them, interleaved in one process: wall p95 and median, and CPU time a call, which the load of
-a shared machine barely moves. Nothing here is imported by the package.
+a shared machine barely moves. `slow` times what `queries --skip-slow` leaves out (the onset, the
+gate, the Behaviours view and the found divergence) with the other checkout's code and this one's,
+each in its own process (they are whole packages), alternating `--rounds` times: p95 and median
+of each, and the load. Nothing here is imported by the package.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ def build(root: Path, runs: int | None, steps: int) -> None:
 SLOW = ("Behaviours", "divergence", "evaluate_gate", "store_onset")
 
 
-def queries(root: Path, repeat: int, skip_slow: bool) -> None:
+def queries(root: Path, repeat: int, skip_slow: bool, only_slow: bool = False) -> None:
     from agentrl.bench.scale import _p95, compare_page_queries, review_page_queries
     from agentrl.monitor import store_onset
     from agentrl.store.db import connect
@@ -87,9 +91,34 @@ def queries(root: Path, repeat: int, skip_slow: bool) -> None:
     timed |= {f"Review: {n}": fn for n, fn in review_page_queries(con, runs_dir, one, steps).items()}
     timed["store_onset"] = lambda: store_onset(con, one)
     for name, fn in timed.items():
-        if not (skip_slow and any(k in name for k in SLOW)):
+        slow = any(k in name for k in SLOW)
+        if only_slow and slow:
+            fn()  # planning and cold pages
+            samples = []
+            for _ in range(repeat):
+                started = time.perf_counter()
+                fn()
+                samples.append(time.perf_counter() - started)
+            print(f"{np_percentile(samples, 95) * 1000:9.1f} ms p95 "
+                  f"{np_percentile(samples, 50) * 1000:7.1f} ms median  {name}", flush=True)
+        elif not only_slow and not (skip_slow and slow):
             print(f"{_p95(fn, repeat) * 1000:9.1f} ms p95  {name}", flush=True)
     print(_load("after"), flush=True)
+
+
+def np_percentile(samples: list[float], q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(samples, q))
+
+
+def slow(root: Path, before: Path, rounds: int, repeat: int) -> None:
+    """The slow queries with `before`'s code and this checkout's, alternating, each in its own process."""
+    for k in range(rounds):
+        for label, code in (("before", before), ("after", HERE)):
+            print(f"--- round {k + 1}, {label} ({code})", flush=True)
+            subprocess.run([sys.executable, __file__, "queries", str(root), "--only-slow", "--repeat", str(repeat),
+                            "--code", str(code)], check=True)
 
 
 def ab(root: Path, before: Path, rounds: int) -> None:
@@ -130,13 +159,14 @@ def ab(root: Path, before: Path, rounds: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["build", "queries", "ab"])
+    parser.add_argument("what", choices=["build", "queries", "ab", "slow"])
     parser.add_argument("dir", type=Path)
     parser.add_argument("--runs", type=int, default=None, help="build: only the first N runs")
     parser.add_argument("--steps", type=int, default=15_625, help="build: steps a run, when it writes the chunks")
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--skip-slow", action="store_true", help="queries: leave out the Behaviours view, gate and onset")
+    parser.add_argument("--only-slow", action="store_true", help="queries: only those, with p95 and median")
     parser.add_argument("--code", type=Path, default=HERE, help="the checkout whose agentrl is measured")
     parser.add_argument("--before", type=Path, help="ab: the checkout to compare against")
     args = parser.parse_args()
@@ -144,7 +174,11 @@ def main() -> int:
     if args.what == "build":
         build(args.dir, args.runs, args.steps)
     elif args.what == "queries":
-        queries(args.dir, args.repeat, args.skip_slow)
+        queries(args.dir, args.repeat, args.skip_slow, args.only_slow)
+    elif args.what == "slow":
+        if args.before is None:
+            parser.error("slow needs --before CHECKOUT")
+        slow(args.dir, args.before, args.rounds if args.rounds != 30 else 2, args.repeat if args.repeat != 30 else 20)
     else:
         if args.before is None:
             parser.error("ab needs --before CHECKOUT")

@@ -6,7 +6,7 @@ import streamlit as st
 
 import ui
 from agentrl import charts, group_charts
-from agentrl.analysis import compare, live, seed_groups
+from agentrl.analysis import behaviours, compare, live, seed_groups
 from agentrl.analysis.series import MAX_POINTS, downsample, smooth
 from agentrl.monitor import store_onset
 from agentrl.store import queries
@@ -82,10 +82,13 @@ def draw_rates(con, picked, version, steps) -> None:
 
 def draw_behaviours(con, picked, version, steps) -> None:
     last = window_control("behaviours-last")
+    tables = ui.remembered("behaviours-tables", (tuple(picked), version, last),  # every picked run's, in one read
+                           lambda: behaviours.behaviour_tables(con, picked, last))
     cols = st.columns(min(len(picked), 2))
     for i, run_id in enumerate(picked):
         with cols[i % len(cols)]:
-            draw_run_behaviours(con, run_id, version, last, labels[run_id], colors[run_id], key=f"behaviours-{i}")
+            draw_run_behaviours(con, run_id, version, last, labels[run_id], colors[run_id], key=f"behaviours-{i}",
+                                table=tables[run_id])
 
 
 def draw_found(con, picked, version, last: int, a_run: str | None = None, b_run: str | None = None) -> None:

@@ -200,6 +200,37 @@ CREATE TABLE IF NOT EXISTS step_behaviours (
     success      INTEGER NOT NULL           -- of them that succeeded
 );
 
+-- Per run and behaviour: its first and last step and how many of its trajectories were flagged, kept at
+-- ingest in the transaction that adds them, one row per run, behaviour and commit (a reader takes
+-- the least first step, the greatest last step, and sums the rest). What the Behaviours view and the gate's coverage check
+-- read of the whole run (the window's figures come from `step_behaviours` of the last steps).
+-- `rebuild` recreates it; an older store gets it on its first read-write open (migration 'run_behaviours').
+CREATE TABLE IF NOT EXISTS run_behaviours (
+    run_id     VARCHAR NOT NULL,
+    behaviour  VARCHAR NOT NULL,
+    first_step INTEGER NOT NULL,
+    last_step  INTEGER NOT NULL,
+    n          BIGINT NOT NULL,            -- trajectories of the behaviour
+    flagged    BIGINT NOT NULL             -- of them flagged by the verifier (violation)
+);
+
+-- Each action of a run's trajectories counted by (behaviour, state, action), kept at ingest in the
+-- transaction that adds them, one row per run, behaviour, state, action and commit (all columns add
+-- up). `state` is the recorded state before the action when the trajectory's states line up with
+-- its actions, else '*'. The onset monitor's suspect actions (`agentrl.monitor.signals.SuspectMap`)
+-- read these instead of unnesting every trajectory's actions: whether a use is suspect depends on
+-- its behaviour (a fixture's, unverified) or its trajectory (flagged, counted here; rejected, the
+-- few reviewed trajectories read one by one). `rebuild` recreates it; an older store gets it on its
+-- first read-write open (migration 'behaviour_actions').
+CREATE TABLE IF NOT EXISTS behaviour_actions (
+    run_id    VARCHAR NOT NULL,
+    behaviour VARCHAR,                     -- NULL only for trajectories that went in by SQL without one
+    state     VARCHAR,
+    action    VARCHAR,
+    uses      BIGINT NOT NULL,
+    flagged   BIGINT NOT NULL             -- of them in trajectories the verifier flagged (violation)
+);
+
 -- Data migrations applied to this store (what DDL alone cannot do: filling a new table).
 CREATE TABLE IF NOT EXISTS store_migrations (
     name       VARCHAR PRIMARY KEY,

@@ -23,15 +23,17 @@ UNVERIFIED_HELP = ("Unverified: a behaviour holding at least 5% of the top-rewar
 
 
 def draw_run_behaviours(con, run_id: str, version, last: int, label: str | None = None, color: str | None = None,
-                        key: str = "behaviours") -> None:
-    """One run's Behaviours view: the stacked shares, then the table."""
-    table = ui.remembered(f"{key}-table-{run_id}", (version, last), lambda: behaviours.behaviour_table(con, run_id, last))
+                        key: str = "behaviours", table=None) -> None:
+    """One run's Behaviours view: the stacked shares, then the table (`table`: read already, with
+    the other picked runs' by `behaviours.behaviour_tables`)."""
+    if table is None:
+        table = ui.remembered(f"{key}-table-{run_id}", (version, last), lambda: behaviours.behaviour_table(con, run_id, last))
     if table.empty:
         st.caption(f"{label or 'This run'} has no trajectories yet.")
         return
     unverified = set(table.loc[table["unverified"], "behaviour"])
     figure = ui.remembered(f"{key}-chart-{run_id}", (version, last), lambda: behaviour_charts.behaviour_shares(
-        behaviours.lump_shares(queries.behaviour_step_shares(con, [run_id], max_steps=MAX_POINTS), KEEP),
+        queries.behaviour_step_shares(con, [run_id], max_steps=MAX_POINTS, keep=KEEP)[["step", "behaviour", "share"]],
         title=f"{label}: behaviours per step" if label else "Behaviours: share of each step's trajectories",
         unverified=unverified, title_color=color))
     ui.chart(figure, f"{key}-chart-{run_id}")

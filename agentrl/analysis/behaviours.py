@@ -43,7 +43,9 @@ def behaviour_table(con, run_id: str, last: int = DEFAULT_LAST, min_share: float
     `at_step`: the table as it stood at that step (the window ends there; reviews are today's)."""
     if last < 1:
         raise ValueError(f"--last must be at least 1, not {last}")
-    end = queries.last_step(con, run_id) if at_step is None else int(at_step)
+    if at_step is None:
+        return behaviour_tables(con, [run_id], last, min_share)[run_id]
+    end = int(at_step)
     since = end - int(last)
     return summarise(queries.behaviour_totals(con, run_id, since, at_step),
                      queries.behaviour_window(con, run_id, since, at_step),
@@ -72,6 +74,63 @@ def summarise(totals: pd.DataFrame, window: pd.DataFrame, reviews: pd.DataFrame,
     table["n"] = table["n"].astype(int)
     return table.sort_values(["share", "first_step", "behaviour"], ascending=[False, True, True])[COLUMNS] \
         .reset_index(drop=True)
+
+
+def behaviour_tables(con, run_ids: list[str], last: int = DEFAULT_LAST,
+                     min_share: float = MIN_TOP_SHARE) -> dict[str, pd.DataFrame]:
+    """`behaviour_table` of each run, read for all of them at once: a query per figure, not per
+    figure and run (Compare shows the table of every picked run)."""
+    if last < 1:
+        raise ValueError(f"--last must be at least 1, not {last}")
+    run_ids = list(dict.fromkeys(run_ids))
+    if not run_ids:
+        return {}
+    since = {run_id: step - int(last) for run_id, step in queries.last_steps(con, run_ids).items()}
+    return summarise_runs(queries.behaviour_totals_for_runs(con, since), queries.behaviour_window_for_runs(con, since),
+                          queries.behaviour_reviews_for_runs(con, run_ids), queries.held_out_evals_for_runs(con, run_ids),
+                          run_ids, min_share)
+
+
+def summarise_runs(totals: pd.DataFrame, window: pd.DataFrame, reviews: pd.DataFrame, held_out: pd.DataFrame,
+                   run_ids: list[str], min_share: float = MIN_TOP_SHARE) -> dict[str, pd.DataFrame]:
+    """`summarise` of several runs' query frames (each with a `run_id` column; `totals` ordered by
+    run and behaviour) at once, by run: the same table for each as `summarise` of its own rows."""
+    import numpy as np
+
+    empty = pd.DataFrame(columns=COLUMNS)
+    if totals.empty:
+        return {run_id: empty.copy() for run_id in run_ids}
+    keys = ["run_id", "behaviour"]
+    table = totals.merge(window, on=keys, how="left").merge(reviews, on=keys, how="left")
+    for column in ("top_n", "taught", "approved", "rejected"):
+        table[column] = table[column].fillna(0).astype(int)
+    run_code, runs = pd.factorize(table["run_id"])  # the runs in totals' order, each one block of rows
+    n_window = np.bincount(run_code, weights=table["n"].to_numpy())[run_code].astype(int)
+    n_top = np.bincount(run_code, weights=table["top_n"].to_numpy())[run_code].astype(int)
+    table["share"] = (table["n"] / n_window).where(n_window != 0, 0.0)
+    table["mean_reward"] = (table["reward_total"] / table["n"]).where(table["n"] > 0)
+    table["flagged_share"] = (table["flagged"] / table["n"]).where(table["n"] > 0)
+    table["top_share"] = (table["top_n"] / n_top).where(n_top != 0, 0.0)
+    table["high_reward"] = table["top_share"] >= min_share
+    table["reviewed"] = (table["approved"] + table["rejected"]) > 0
+    table["unverified"] = table["high_reward"] & (table["flagged_ever"] == 0) & ~table["reviewed"]
+    if held_out.empty:
+        table["held_out_success"] = np.nan
+    else:
+        by = held_out.assign(behaviour=held_out["actions"].map(lambda a: default_behaviour(list(a) if a is not None else [])))
+        rates = by.groupby(keys, sort=False)["success"].mean().astype(float).rename("held_out_success").reset_index()
+        table = table.merge(rates, on=keys, how="left")
+    table["held_out_success"] = table["held_out_success"].astype(float)
+    table["first_step"] = table["first_step"].astype(int)
+    table["flagged_ever"] = table["flagged_ever"].astype(int)
+    table["n"] = table["n"].astype(int)
+    # Within a run: most common first, then first seen, then by name (totals' own order).
+    order = np.lexsort((np.arange(len(table)), table["first_step"].to_numpy(), -table["share"].to_numpy(), run_code))
+    table, run_code = table.iloc[order][COLUMNS], run_code[order]
+    bounds = (np.flatnonzero(np.diff(run_code)) + 1).tolist()
+    out = {runs[run_code[start]]: table.iloc[start:stop].reset_index(drop=True)
+           for start, stop in zip([0] + bounds, bounds + [len(table)])}
+    return {run_id: out.get(run_id, empty.copy()) for run_id in run_ids}
 
 
 def held_out_success(held_out: pd.DataFrame | None) -> dict[str, float]:

@@ -14,26 +14,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from agentrl.monitor.columns import Column, detect_onset_columns, toward_columns, unverified_columns
 from agentrl.monitor.onset import DEFAULT_THRESHOLDS, Onset, OnsetDetector, Threshold, detect_onset
 from agentrl.monitor.signals import (
     ANY_STATE,
     Episode,
     Rollout,
     SuspectMap,
-    column_signals,
     drift_signals,
     held_out_pass_rates,
-    merge,
     probe_signals,
     rollout_signals,
+    tally_columns,
     test_gap_signals,
-    toward,
     unverified_signals,
     verified_at_start,
 )
 
 __all__ = ["Episode", "Onset", "OnsetDetector", "RunMonitor", "Threshold", "DEFAULT_THRESHOLDS", "detect_onset",
-           "store_signals", "store_onset", "ANY_STATE"]
+           "store_signals", "store_signal_columns", "store_onset", "ANY_STATE"]
 
 
 def _run_task(con, run_id: str) -> str | None:
@@ -44,60 +43,101 @@ def _run_task(con, run_id: str) -> str | None:
     from agentrl.store import queries
     from agentrl.tasks.loader import absolute_spec
 
-    run = queries.get_run(con, run_id)
+    run = queries.monitor_run_engine(con, run_id)
     if run is None:
         return None
+    kind, config = run
     try:
-        spec = get_engine(run["kind"]).task_spec(json.loads(run["config"]) if isinstance(run["config"], str) else run["config"])
+        spec = get_engine(kind).task_spec(json.loads(config) if isinstance(config, str) else config)
     except (UnknownEngineError, ValueError):
         return None
     return absolute_spec(spec) if spec else None
 
 
-def store_direction(con, run_id: str) -> tuple[SuspectMap, dict[int, dict[str, float]]]:
-    """The store's suspect actions and `unverified_share` per step (`agentrl.monitor.signals`)."""
+def _store_direction(con, run_id: str) -> tuple[SuspectMap, Column]:
+    """The store's suspect actions and `unverified_share` a step, as a column."""
     from agentrl.store import queries
 
-    counts: dict[int, dict] = {}
-    for step, behaviour, n, unflagged in queries.monitor_behaviour_counts(con, run_id):
-        at = counts.setdefault(int(step), {None: 0})
-        at[None] += int(n)
-        at[behaviour] = int(unflagged)
-    first = min(counts) if counts else None
-    verified = verified_at_start({b: c for b, c in counts[first].items() if b is not None}) if first is not None else set()
-    verified |= set(queries.monitor_approved_behaviours(con, run_id))
-    behaviours = {b for at in counts.values() for b in at if b is not None}
+    reviewed = queries.monitor_reviewed(con, run_id)
+    approved = {behaviour for verdict, behaviour, *_ in reviewed if verdict == "approve" and behaviour is not None}
+    names, cols = queries.monitor_behaviour_columns(con, run_id)
+    verified, behaviours, unverified = unverified_columns(names, cols, approved)
+    suspect = set(queries.monitor_fixture_behaviours(con, _run_task(con, run_id))) | (behaviours - verified)
+    return suspect_map(queries.monitor_action_uses(con, run_id, sorted(suspect)), reviewed, suspect), unverified
+
+
+def suspect_map(uses: list[tuple], reviewed: list[tuple], suspect: set[str]) -> SuspectMap:
+    """The `SuspectMap` of every trajectory of a run from its (state, action, suspect uses, uses),
+    where a use is suspect by its trajectory's flag or its behaviour (in `suspect`), and its
+    reviewed trajectories: a rejected one is suspect too. Each action counts at its state and,
+    where that is a recorded state, at '*' as well."""
+    counts: dict[tuple, list[int]] = {(state, action): [int(bad), int(total)] for state, action, bad, total in uses}
+    for verdict, behaviour, violation, states, actions in reviewed:
+        if verdict != "reject" or not actions or violation or behaviour in suspect:
+            continue  # not rejected, or counted as suspect already
+        at = states if states is not None and len(states) == len(actions) else [ANY_STATE] * len(actions)
+        for state, action in zip(at, actions):
+            counts.setdefault((state, action), [0, 0])[0] += 1
+    anywhere: dict[str, list[int]] = {}
+    for (state, action), (bad, total) in counts.items():
+        if state is not None and state != ANY_STATE:
+            tally = anywhere.setdefault(action, [0, 0])
+            tally[0], tally[1] = tally[0] + bad, tally[1] + total
     suspects = SuspectMap()
-    fixtures = queries.monitor_fixture_behaviours(con, _run_task(con, run_id))
-    for state, action, bad, total in queries.monitor_suspect_pairs(con, run_id, sorted(behaviours - verified), fixtures):
+    for (state, action), (bad, total) in counts.items():
         suspects.add_counts(state, action, bad, total)
-    return suspects, unverified_signals(counts, verified)
+    for action, (bad, total) in anywhere.items():
+        suspects.add_counts(ANY_STATE, action, bad, total)
+    return suspects
 
 
-def store_signals(con, run_id: str) -> dict[int, dict[str, float]]:
-    """Every signal of a run per step, from its rows in the store: the per-step tallies ingest kept
-    and the decision-point distributions pivoted with numpy (a run of 15,625 steps in a store of
-    10M trajectory rows: about 160 ms, where every trajectory read in Python took 3 s)."""
+def store_direction(con, run_id: str) -> tuple[SuspectMap, dict[int, dict[str, float]]]:
+    """The store's suspect actions and `unverified_share` per step (`agentrl.monitor.signals`)."""
+    suspects, (steps, values) = _store_direction(con, run_id)
+    return suspects, {step: {"unverified_share": value} for step, value in zip(steps.tolist(), values.tolist())}
+
+
+def store_signal_columns(con, run_id: str) -> dict[str, Column]:
+    """Every signal of a run, each as (steps, values) where it was read, from its rows in the
+    store: the per-step tallies and `behaviour_actions` ingest kept, and the decision-point
+    distributions, all pivoted with numpy (`agentrl.monitor.columns`)."""
+    import numpy as np
+
     from agentrl.store import queries
 
     tallies = queries.monitor_step_tallies(con, run_id)
-    out = column_signals(tallies["step"], tallies)
-    suspects, unverified = store_direction(con, run_id)
-    out = merge(out, unverified)
-    for state, steps, actions, probs in queries.monitor_distribution_matrices(con, run_id):
+    steps = np.asarray(tallies["step"], dtype=np.int64)
+    out: dict[str, Column] = {}
+    if len(steps):
+        flagged_share, top_share, premium, paid = tally_columns(tallies)
+        out["flagged_share"], out["top_flagged_share"] = (steps, flagged_share), (steps, top_share)
+        out["hack_premium"] = (steps[paid], premium[paid])
+    suspects, out["unverified_share"] = _store_direction(con, run_id)
+    for state, recorded, actions, probs in queries.monitor_distribution_matrices(con, run_id):
         # steps x actions, an action a step did not record as 0; signed drift from the first step recorded
-        name = f"drift:{state}"
-        bad = suspects.suspects(state)
-        start = dict(zip(actions, probs[0].tolist()))
-        for step, row in zip(steps[1:].tolist(), probs[1:].tolist()):
-            if step > 0:
-                out.setdefault(step, {})[name] = toward(start, dict(zip(actions, row)), bad)
+        later = np.asarray(recorded[1:]) > 0
+        drift = toward_columns(probs[0], probs[1:][later], actions, suspects.suspects(state))
+        out[f"drift:{state}"] = (np.asarray(recorded[1:])[later].astype(np.int64), drift)
     probes: dict[int, list[bool]] = {}
     for step, _, violation in queries.monitor_probes(con, run_id).itertuples(index=False):
         probes.setdefault(int(step), []).append(bool(violation))
-    probed = {s: p for s, p in probe_signals(probes).items() if s > 0}
+    probed = [(s, p["probe_violations"]) for s, p in probe_signals(probes).items() if s > 0]
     gaps = test_gap_signals(queries.monitor_test_pass_rates(con, run_id))
-    return merge(out, probed, gaps) if probed or gaps else dict(sorted(out.items()))
+    for name, pairs in (("probe_violations", probed), ("test_gap", [(s, g["test_gap"]) for s, g in gaps.items()])):
+        if pairs:
+            out[name] = (np.array([s for s, _ in pairs], dtype=np.int64), np.array([v for _, v in pairs], dtype=float))
+    return {name: column for name, column in out.items() if len(column[0])}
+
+
+def store_signals(con, run_id: str) -> dict[int, dict[str, float]]:
+    """Every signal of a run per step, from its rows in the store (`store_signal_columns`; a run of
+    15,625 steps in a store of 10M trajectory rows: tens of milliseconds, where every trajectory
+    read in Python took 3 s)."""
+    out: dict[int, dict[str, float]] = {}
+    for name, (steps, values) in store_signal_columns(con, run_id).items():
+        for step, value in zip(steps.tolist(), values.tolist()):
+            out.setdefault(step, {})[name] = value
+    return dict(sorted(out.items()))
 
 
 def store_onset(con, run_id: str, thresholds: Mapping[str, Threshold] = DEFAULT_THRESHOLDS) -> Onset | None:
@@ -111,7 +151,7 @@ def store_onset(con, run_id: str, thresholds: Mapping[str, Threshold] = DEFAULT_
         limit = thresholds.get(str(first["signal"]).split(":", 1)[0])
         return Onset(int(first["step"]), str(first["signal"]), float(first["value"]), float(first["threshold"]),
                      limit.k if limit else 0)
-    return detect_onset(store_signals(con, run_id), thresholds)
+    return detect_onset_columns(store_signal_columns(con, run_id), thresholds)
 
 
 @dataclass

@@ -147,21 +147,7 @@ def column_signals(steps: Sequence[int], columns: Mapping[str, np.ndarray], wind
     reads them: a whole run at once."""
     if len(steps) == 0:
         return {}
-    summed = {name: _window_sums(np.asarray(columns[name], dtype=float), window) for name in TALLY_COLUMNS[:8]}
-    n, taught, flagged = summed["n"], summed["taught"], summed["flagged"]
-    # wilson_lower, for every step at once (n is never 0: a tally counts at least one rollout).
-    z = WILSON_Z
-    share = taught / n
-    centre = share + z * z / (2 * n)
-    spread = z * np.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
-    flagged_share = np.maximum(0.0, (centre - spread) / (1 + z * z / n)).tolist()
-    top_share = (np.asarray(columns["top_flagged"], dtype=float) / np.asarray(columns["top"], dtype=float)).tolist()
-    honest = summed["clean_success"] > 0
-    clean = np.where(honest, summed["clean_success"], summed["clean"])
-    clean_reward = np.where(honest, summed["clean_success_reward"], summed["clean_reward"])
-    paid = ((flagged >= min_flagged_for_premium) & (clean > 0)).tolist()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        premium = (summed["flagged_reward"] / flagged - clean_reward / clean).tolist()
+    flagged_share, top_share, premium, paid = (a.tolist() for a in tally_columns(columns, window, min_flagged_for_premium))
     out: dict[int, dict[str, float]] = {}
     for k, step in enumerate(np.asarray(steps).tolist()):
         signals = {"flagged_share": flagged_share[k], "top_flagged_share": top_share[k]}
@@ -169,6 +155,28 @@ def column_signals(steps: Sequence[int], columns: Mapping[str, np.ndarray], wind
             signals["hack_premium"] = premium[k]
         out[step] = signals
     return out
+
+
+def tally_columns(columns: Mapping[str, np.ndarray], window: int = 5,
+                  min_flagged_for_premium: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`column_signals` as arrays, one value a step: flagged_share, top_flagged_share, hack_premium
+    and whether the premium is reported there (`paid`)."""
+    summed = {name: _window_sums(np.asarray(columns[name], dtype=float), window) for name in TALLY_COLUMNS[:8]}
+    n, taught, flagged = summed["n"], summed["taught"], summed["flagged"]
+    # wilson_lower, for every step at once (n is never 0: a tally counts at least one rollout).
+    z = WILSON_Z
+    share = taught / n
+    centre = share + z * z / (2 * n)
+    spread = z * np.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    flagged_share = np.maximum(0.0, (centre - spread) / (1 + z * z / n))
+    top_share = np.asarray(columns["top_flagged"], dtype=float) / np.asarray(columns["top"], dtype=float)
+    honest = summed["clean_success"] > 0
+    clean = np.where(honest, summed["clean_success"], summed["clean"])
+    clean_reward = np.where(honest, summed["clean_success_reward"], summed["clean_reward"])
+    paid = (flagged >= min_flagged_for_premium) & (clean > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        premium = summed["flagged_reward"] / flagged - clean_reward / clean
+    return flagged_share, top_share, premium, paid
 
 
 ANY_STATE = "*"  # the suspect tally of an action wherever it was taken (rollouts that record no states)

@@ -17,8 +17,8 @@ A tick costs the same at step 15,625 as at step 10 (`agentrl.store.discovery`: a
 is listed when first seen and after it ends; in between a tick looks for the next commit number).
 Every run's new commits go in together, bounded per transaction. Chunks may sit behind an fsspec
 URL (run.json's `chunks_url`). A commit's trajectories bring their per-step reward-component sums
-(`step_components`), the monitor's tallies and each behaviour's tallies (`step_behaviours`; a row
-without a behaviour gets its tool calls') in the same transaction. A compacted commit (`agentrl.store.compact`) whose
+(`step_components`), the monitor's tallies, each behaviour's tallies (`step_behaviours`, `run_behaviours`;
+a row without a behaviour gets its tool calls') and its actions' uses (`behaviour_actions`) in the same transaction. A compacted commit (`agentrl.store.compact`) whose
 replaced commits the store holds already enters the ledger without its rows.
 
 Given a chunks URL (`chunks_url`, default `$AGENTRL_CHUNKS_URL`), a pass first copies the run files
@@ -55,6 +55,8 @@ from agentrl.store.discovery import Cursor, Unit, commit_unit, legacy_units, mti
 from agentrl.store.loop import BackgroundIngest  # noqa: F401 - the dashboard's loop, imported from here
 from agentrl.store.prefetch import prefetched
 from agentrl.store.queries.ledger import (
+    aggregate_behaviour_actions,
+    aggregate_run_behaviours,
     aggregate_step_behaviours,
     aggregate_step_components,
     aggregate_step_tallies,
@@ -273,9 +275,12 @@ class Ingestor(RunRecords):
 
     def _read(self, unit: Unit, report: IngestReport, read=None) -> list[tuple[str, pa.Table]] | None:
         """Every table file of a unit, cast to its schema (`read`: what `read_unit` gave already);
-        None (and the unit named) if any fails."""
+        None (and the unit named) if any fails. A chunk URL that cannot be read just now raises
+        `ChunkFolderUnreachable` instead: the unit is not blamed, and is read again later."""
         outcome = read_unit(unit) if read is None else read
-        if isinstance(outcome, Exception):  # any unreadable chunk is skipped, named, and remembered
+        if isinstance(outcome, ChunkFolderUnreachable):  # nothing wrong with the commit: read again next tick
+            raise outcome
+        if isinstance(outcome, Exception):  # any other unreadable chunk is skipped, named, and remembered
             self._record_bad(unit.key, unit.where, unit.folder.signature(unit.marker),
                              f"{type(outcome).__name__}: {outcome}", report)
             return None
@@ -423,6 +428,8 @@ class Ingestor(RunRecords):
                     aggregate_step_components(cur)
                     aggregate_step_tallies(cur)
                     aggregate_step_behaviours(cur)
+                    aggregate_run_behaviours(cur)
+                    aggregate_behaviour_actions(cur)
                 else:  # table names come from CHUNK_TABLES, never from input
                     cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM chunk_rows")
                 cur.unregister("chunk_rows")

@@ -265,3 +265,29 @@ def test_a_url_that_cannot_be_read_for_a_while_blames_no_commit_and_is_taken_onc
         assert counts(con)["trajectories"] == 3 * GROUP
     finally:
         con.close()
+
+
+def test_a_table_file_the_url_cannot_read_now_is_read_again_later_not_skipped(runs_dir, tmp_path):
+    """A read error other than a missing file behind a chunk URL (`ChunkFolderUnreachable`) leaves
+    the commit untaken and unblamed: once the file reads again, the next tick takes it."""
+    run = record(runs_dir, (tmp_path / "shared").as_uri(), steps=1)
+    folder = chunk_folder(run.root)
+    assert "00000000.trajectories.parquet" in folder.names()  # the step's commit
+    path = tmp_path / "shared" / run.run_id / "00000000.trajectories.parquet"
+    kept = path.read_bytes()
+    path.unlink()
+    path.mkdir()  # reading it fails with IsADirectoryError, an OSError that is not FileNotFoundError
+    said = []
+    con = connect(runs_dir)
+    try:
+        ingestor = Ingestor(con, runs_dir, log=said.append)
+        report = ingestor.ingest()
+        assert report.skipped == [] and con.execute("SELECT count(*) FROM ingest_errors").fetchone()[0] == 0
+        assert any("cannot be read now" in line for line in said)
+        assert con.execute("SELECT count(*) FROM trajectories").fetchone()[0] == 0
+        path.rmdir()
+        path.write_bytes(kept)
+        ingestor.ingest()
+        assert con.execute("SELECT count(*) FROM trajectories").fetchone()[0] == GROUP
+    finally:
+        con.close()

@@ -9,6 +9,8 @@ into a real DuckDB file.
 
 from __future__ import annotations
 
+import pytest
+
 import agentrl
 import helpers
 from agentrl.analysis import behaviours
@@ -146,6 +148,24 @@ def test_behaviour_shares_thinned_keep_the_first_and_last_step_and_sum_to_one(ru
         assert sorted(whole["step"].unique()) == list(range(1, 13))
         assert sorted(thin["step"].unique()) == [1, 5, 9, 12]
         assert (thin.groupby("step")["share"].sum().round(9) == 1.0).all()
+    finally:
+        con.close()
+
+
+def test_behaviour_shares_lumped_in_sql_are_what_lump_shares_draws(runs_dir):
+    first = record(runs_dir, "lumped", shortcut_spreads(steps=12))
+    second = record(runs_dir, "other", shortcut_spreads(steps=12))
+    ingest_once(runs_dir)
+    con = connect(runs_dir)
+    try:
+        for keep in (1, 2, 8):
+            lumped = queries.behaviour_step_shares(con, [first, second], max_steps=5, keep=keep)
+            for run_id in (first, second):
+                expected = behaviours.lump_shares(queries.behaviour_step_shares(con, [run_id], max_steps=5), keep)
+                got = lumped[lumped["run_id"] == run_id][["step", "behaviour", "share"]].reset_index(drop=True)
+                assert got[["step", "behaviour"]].equals(expected[["step", "behaviour"]].reset_index(drop=True))
+                assert got["share"].tolist() == pytest.approx(expected["share"].tolist(), abs=1e-12)
+        assert "(other)" in set(queries.behaviour_step_shares(con, [first], keep=1)["behaviour"])
     finally:
         con.close()
 

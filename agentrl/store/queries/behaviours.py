@@ -1,7 +1,7 @@
 """Behaviours: each behaviour's share per step, the window the unverified marker and the gate's
 coverage check read, the reviews by behaviour, and the next-action counts the found divergence reads.
 
-Store (`step_behaviours`, `trajectories.behaviour`) -> **queries.behaviours** -> analysis.behaviours
+Store (`step_behaviours`, `run_behaviours`, `trajectories.behaviour`) -> **queries.behaviours** -> analysis.behaviours
 -> Live, Compare and Review pages, `agentrl behaviours`, `agentrl diff`, the gate. Per-step figures
 come from the tallies ingest keeps; only the run's last K steps are read trajectory by trajectory
 (the top-reward quarter needs each reward).
@@ -14,30 +14,126 @@ import pandas as pd
 from agentrl.store.db import Con
 
 __all__ = ["behaviour_step_shares", "behaviour_totals", "behaviour_window", "behaviour_reviews",
-           "behaviour_members", "behaviour_representatives", "next_action_counts", "last_step"]
+           "behaviour_members", "behaviour_representatives", "next_action_counts", "last_step", "last_steps",
+           "behaviour_totals_for_runs", "behaviour_window_for_runs", "behaviour_reviews_for_runs"]
 
 
 def last_step(con: Con, run_id: str) -> int:
-    """The run's last step that has trajectories (0 when it has none)."""
-    return int(con.execute("SELECT coalesce(max(step), 0) FROM step_behaviours WHERE run_id = ?", [run_id]).fetchone()[0])
+    """The run's last step that has trajectories (0 when it has none), from `run_behaviours` (a
+    row a behaviour, not a row a step)."""
+    return int(con.execute("SELECT coalesce(max(last_step), 0) FROM run_behaviours WHERE run_id = ?", [run_id]).fetchone()[0])
 
 
-def behaviour_step_shares(con: Con, run_ids: list[str], max_steps: int | None = None) -> pd.DataFrame:
-    """Per run, step and behaviour: `n` trajectories and their `share` of the step's trajectories
-    (with `max_steps`, at most that many evenly spaced steps of each run, its first and last among them)."""
+def last_steps(con: Con, run_ids: list[str]) -> dict[str, int]:
+    """`last_step` of each run (0 for one without trajectories)."""
+    found = dict(con.execute("SELECT run_id, max(last_step) FROM run_behaviours WHERE run_id IN (SELECT unnest($runs)) "
+                             "GROUP BY run_id", {"runs": list(run_ids)}).fetchall())
+    return {run_id: int(found.get(run_id) or 0) for run_id in run_ids}
+
+
+def behaviour_totals_for_runs(con: Con, since: dict[str, int]) -> pd.DataFrame:
+    """`behaviour_totals` of several runs at once (a `run_id` column first), each after its own
+    `since[run_id]`: the whole-run figures from `run_behaviours`, the window's from the last steps'
+    `step_behaviours` (the least `since` bounds the scan)."""
     return con.execute(
         """
-        WITH span AS (SELECT run_id, min(step) AS first, max(step) AS last,
-                             greatest(1, ceil((max(step) - min(step)) / coalesce($points, 1)))::BIGINT AS stride
-                      FROM step_behaviours WHERE list_contains($runs, run_id) GROUP BY run_id),
-        b AS (SELECT t.run_id, t.step, t.behaviour, sum(t.n)::BIGINT AS n FROM step_behaviours t JOIN span s USING (run_id)
-              WHERE list_contains($runs, t.run_id)
-                AND ($points IS NULL OR (t.step - s.first) % s.stride = 0 OR t.step = s.last)
-              GROUP BY ALL)
-        SELECT run_id, step, behaviour, n, n / sum(n) OVER (PARTITION BY run_id, step) AS share
-        FROM b ORDER BY run_id, step, behaviour
+        WITH since AS (SELECT unnest($runs) AS run_id, unnest($since) AS since),
+        whole AS (SELECT run_id, behaviour, min(first_step) AS first_step, sum(flagged)::BIGINT AS flagged_ever
+                  FROM run_behaviours WHERE run_id IN (SELECT run_id FROM since) GROUP BY run_id, behaviour),
+        win AS (SELECT b.run_id, b.behaviour, sum(b.n)::BIGINT AS n, sum(b.reward_total) AS reward_total,
+                       sum(b.flagged)::BIGINT AS flagged, sum(b.success)::BIGINT AS success
+                FROM step_behaviours b JOIN since s USING (run_id) WHERE b.step > s.since AND b.step > $lowest
+                GROUP BY b.run_id, b.behaviour)
+        SELECT w.run_id, w.behaviour, w.first_step, w.flagged_ever, coalesce(x.n, 0)::BIGINT AS n,
+               coalesce(x.reward_total, 0.0) AS reward_total, coalesce(x.flagged, 0)::BIGINT AS flagged,
+               coalesce(x.success, 0)::BIGINT AS success
+        FROM whole w LEFT JOIN win x USING (run_id, behaviour) ORDER BY w.run_id, w.behaviour
         """,
-        {"runs": list(run_ids), "points": None if max_steps is None else max(1, int(max_steps) - 1)},
+        {"runs": list(since), "since": [int(v) for v in since.values()], "lowest": min(since.values(), default=0)},
+    ).df()
+
+
+def behaviour_window_for_runs(con: Con, since: dict[str, int]) -> pd.DataFrame:
+    """`behaviour_window` of several runs at once (a `run_id` column first), each after its own `since`."""
+    return con.execute(
+        """
+        WITH since AS (SELECT unnest($runs) AS run_id, unnest($since) AS since),
+        w AS (
+            SELECT t.run_id, t.behaviour, coalesce(t.reward, 0.0) AS reward,
+                   coalesce(t.eligible, true) AND NOT coalesce(t.vetoed, false) AS taught
+            FROM trajectories t JOIN since s USING (run_id) WHERE t.step > s.since AND t.step > $lowest
+        ), cut AS (SELECT run_id, quantile_disc(reward, 0.75) AS q FROM w GROUP BY run_id)
+        SELECT run_id, behaviour, count(*) FILTER (reward >= q)::BIGINT AS top_n, count(*) FILTER (taught)::BIGINT AS taught
+        FROM w JOIN cut USING (run_id) GROUP BY run_id, behaviour ORDER BY run_id, behaviour
+        """,
+        {"runs": list(since), "since": [int(v) for v in since.values()], "lowest": min(since.values(), default=0)},
+    ).df()
+
+
+def behaviour_reviews_for_runs(con: Con, run_ids: list[str]) -> pd.DataFrame:
+    """`behaviour_reviews` of several runs at once (a `run_id` column first): the reviews first
+    (few), then only the reviewed steps' trajectories."""
+    verdicts = con.execute("SELECT run_id, step, traj_idx, arg_max(verdict, review_id) FROM reviews "
+                           "WHERE run_id IN (SELECT unnest($runs)) GROUP BY ALL", {"runs": list(run_ids)}).fetchall()
+    if not verdicts:
+        return pd.DataFrame({"run_id": pd.Series([], dtype=object), "behaviour": pd.Series([], dtype=object),
+                             "approved": pd.Series([], dtype="int64"), "rejected": pd.Series([], dtype="int64")})
+    columns = list(zip(*verdicts))
+    return con.execute(
+        """
+        WITH v AS (SELECT unnest($runs) AS run_id, unnest($steps) AS step, unnest($idx) AS traj_idx,
+                          unnest($verdicts) AS verdict)
+        SELECT t.run_id, t.behaviour, count(*) FILTER (v.verdict = 'approve')::BIGINT AS approved,
+               count(*) FILTER (v.verdict = 'reject')::BIGINT AS rejected
+        FROM v JOIN trajectories t ON t.run_id = v.run_id AND t.step = v.step AND t.traj_idx = v.traj_idx
+        WHERE t.step BETWEEN $lo AND $hi  -- read only the reviewed steps' row groups
+        GROUP BY t.run_id, t.behaviour ORDER BY t.run_id, t.behaviour
+        """,
+        {"runs": list(columns[0]), "steps": list(columns[1]), "idx": list(columns[2]), "verdicts": list(columns[3]),
+         "lo": min(columns[1]), "hi": max(columns[1])},
+    ).df()
+
+
+def behaviour_step_shares(con: Con, run_ids: list[str], max_steps: int | None = None, keep: int | None = None,
+                          other: str = "(other)") -> pd.DataFrame:
+    """Per run, step and behaviour: `n` trajectories and their `share` of the step's trajectories
+    (with `max_steps`, at most that many evenly spaced steps of each run, its first and last among
+    them). With `keep`, what the page draws (`analysis.behaviours.lump_shares`, in SQL): each run's
+    `keep` behaviours of largest total share by name, the others summed as `other` (up to the
+    rounding of the sums: 9 rows a step leave DuckDB instead of every behaviour's)."""
+    points = None if max_steps is None else max(1, int(max_steps) - 1)
+    spans = con.execute(  # each run's first and last step and the stride of its kept steps, from the small table
+        "SELECT run_id, min(first_step), max(last_step), greatest(1, ceil((max(last_step) - min(first_step)) / "
+        "coalesce(?, 1)))::BIGINT FROM run_behaviours WHERE run_id IN (SELECT unnest(?)) GROUP BY run_id",
+        [points, list(run_ids)]).fetchall()
+    # Runs launched together share their first step and stride: then the kept steps are found from
+    # the step column alone, before a run id is compared (the runs' ids share their first bytes, so
+    # DuckDB's zone maps cannot skip another run's rows).
+    common = len({(first, stride) for _, first, _, stride in spans}) == 1 and points is not None
+    shares = """
+        WITH span AS (SELECT unnest($runs) AS run_id, unnest($firsts) AS first, unnest($lasts) AS last,
+                             unnest($strides) AS stride),
+        b AS (SELECT t.run_id, t.step, t.behaviour, sum(t.n)::BIGINT AS n FROM step_behaviours t JOIN span s USING (run_id)
+              WHERE ($first IS NULL OR (t.step - $first) % $stride = 0 OR t.step >= $last)
+                AND ($points IS NULL OR (t.step - s.first) % s.stride = 0 OR t.step = s.last)
+              GROUP BY ALL),
+        shares AS (SELECT run_id, step, behaviour, n, n / sum(n) OVER (PARTITION BY run_id, step) AS share FROM b)
+    """
+    params = {"runs": [r[0] for r in spans], "firsts": [r[1] for r in spans], "lasts": [r[2] for r in spans],
+              "strides": [r[3] for r in spans], "points": points,
+              "first": spans[0][1] if common else None, "stride": spans[0][3] if common else None,
+              "last": min(r[2] for r in spans) if common else None}
+    if keep is None:
+        return con.execute(shares + "SELECT * FROM shares ORDER BY run_id, step, behaviour", params).df()
+    return con.execute(
+        shares + """,
+        ranked AS (SELECT run_id, behaviour, row_number() OVER (PARTITION BY run_id ORDER BY sum(share) DESC, behaviour) AS rank
+                   FROM shares GROUP BY run_id, behaviour)
+        SELECT s.run_id, s.step, CASE WHEN r.rank <= $keep THEN s.behaviour ELSE $other END AS behaviour,
+               sum(s.n)::BIGINT AS n, sum(s.share) AS share
+        FROM shares s JOIN ranked r USING (run_id, behaviour) GROUP BY ALL ORDER BY run_id, step, behaviour
+        """,
+        {**params, "keep": int(keep), "other": other},
     ).df()
 
 

@@ -77,6 +77,19 @@ def held_out_evals(con: Con, run_id: str, step: int | None = None) -> pd.DataFra
     ).df()
 
 
+def held_out_evals_for_runs(con: Con, run_ids: list[str]) -> pd.DataFrame:
+    """`held_out_evals` (the latest evaluation) of several runs at once, a `run_id` column first."""
+    return con.execute(
+        """
+        WITH e AS (SELECT * FROM evals WHERE run_id IN (SELECT unnest($runs)) AND split = 'held_out')
+        SELECT run_id, step, task_id, actions, success, violation FROM e
+        WHERE (run_id, step) IN (SELECT (run_id, max(step)) FROM e GROUP BY run_id)
+        ORDER BY run_id, task_id
+        """,
+        {"runs": list(run_ids)},
+    ).df()
+
+
 def probe_evals(con: Con, run_id: str) -> pd.DataFrame:
     """The exploit probes a run played itself at its end (split 'probe', its last probe step)."""
     return con.execute(

@@ -3,7 +3,9 @@
 Ingest, compaction and the store's migrations -> **queries.ledger** -> DuckDB. Statements take
 a cursor inside the caller's transaction; the ledger is what makes every commit taken exactly
 once, and `step_components` is what Compare reads instead of unnesting every trajectory's map;
-`step_behaviours` is what the Behaviours view reads instead of grouping every trajectory.
+`step_behaviours` is what the Behaviours view reads instead of grouping every trajectory, and
+`run_behaviours` its whole-run figures, and `behaviour_actions` what the onset monitor's suspect
+actions read instead of unnesting every action.
 """
 
 from __future__ import annotations
@@ -157,6 +159,43 @@ def aggregate_step_behaviours(cur: Con, relation: str = "chunk_rows") -> None:
     )
 
 
+def aggregate_run_behaviours(cur: Con, relation: str = "chunk_rows") -> None:
+    """Add each behaviour's first and last step and counts of the trajectories registered as `relation`."""
+    if relation not in ("chunk_rows", "trajectories"):
+        raise ValueError(f"unknown relation {relation!r}")
+    cur.execute(
+        f"""
+        INSERT INTO run_behaviours (run_id, behaviour, first_step, last_step, n, flagged)
+        SELECT run_id, coalesce(behaviour, {BEHAVIOUR_SQL}) AS behaviour, min(step), max(step), count(*),
+               count(*) FILTER (coalesce(violation, false))
+        FROM {relation} GROUP BY ALL
+        """
+    )
+
+
+def aggregate_behaviour_actions(cur: Con, relation: str = "chunk_rows") -> None:
+    """Add the uses of each (behaviour, state, action) of the trajectories registered as `relation`
+    (at the recorded state when the states line up with the actions, else at '*'), and how many of
+    them were in flagged trajectories: what the onset monitor's suspect actions read."""
+    if relation not in ("chunk_rows", "trajectories"):
+        raise ValueError(f"unknown relation {relation!r}")
+    # Ingest gives a row without a behaviour its calls' (as `insert_trajectories` stores it); the
+    # store's own rows are counted as they are.
+    behaviour = f"coalesce(behaviour, {BEHAVIOUR_SQL})" if relation == "chunk_rows" else "behaviour"
+    cur.execute(
+        f"""
+        INSERT INTO behaviour_actions (run_id, behaviour, state, action, uses, flagged)
+        SELECT run_id, behaviour, state, action, count(*), count(*) FILTER (flagged)
+        FROM (SELECT run_id, behaviour, flagged, unnest(actions) AS action,
+                     unnest(coalesce(states, list_transform(actions, lambda x: '*'))) AS state
+              FROM (SELECT run_id, {behaviour} AS behaviour, actions, coalesce(violation, false) AS flagged,
+                           CASE WHEN len(states) = len(actions) THEN states END AS states
+                    FROM {relation} WHERE len(actions) > 0))
+        GROUP BY ALL
+        """
+    )
+
+
 def migration_applied(con: Con, name: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM store_migrations WHERE name = ?", [name]).fetchall()[0][0])
 
@@ -181,6 +220,24 @@ def fill_behaviours(cur: Con) -> None:
     cur.execute(f"UPDATE trajectories SET behaviour = {BEHAVIOUR_SQL} WHERE behaviour IS NULL")
     cur.execute("DELETE FROM step_behaviours")
     aggregate_step_behaviours(cur, "trajectories")
+    cur.execute("DELETE FROM run_behaviours")
+    aggregate_run_behaviours(cur, "trajectories")
+    cur.execute("DELETE FROM behaviour_actions")  # counted by behaviour, so again with the filled-in ones
+    aggregate_behaviour_actions(cur, "trajectories")
+
+
+def backfill_behaviour_actions(cur: Con, applied_at: datetime) -> None:
+    """A store made before `behaviour_actions` existed: count every stored trajectory's actions."""
+    cur.execute("DELETE FROM behaviour_actions")
+    aggregate_behaviour_actions(cur, "trajectories")
+    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('behaviour_actions', ?)", [applied_at])
+
+
+def backfill_run_behaviours(cur: Con, applied_at: datetime) -> None:
+    """A store made before `run_behaviours` existed: from every stored trajectory."""
+    cur.execute("DELETE FROM run_behaviours")
+    aggregate_run_behaviours(cur, "trajectories")
+    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('run_behaviours', ?)", [applied_at])
 
 
 def backfill_behaviours(cur: Con, applied_at: datetime) -> None:

@@ -203,7 +203,9 @@ def totals_for_runs(con: Con, run_ids: list[str]) -> pd.DataFrame:
 
 # Every table that holds rows a run recorded (the decisions log is not among them: reviews,
 # fixtures and promotions outlive the run they are about).
-RUN_TABLES = ("steps", "trajectories", "step_components", "step_tallies", "step_behaviours", "events", "action_probs", "evals",
+RUN_TABLES = ("steps", "trajectories", "step_components", "step_tallies", "step_behaviours", "run_behaviours",
+              "behaviour_actions",
+              "events", "action_probs", "evals",
               "imitation_policy", "imitation_labels", "hardware", "budgets", "ingested_files", "run_notes", "runs")
 
 
