@@ -11,7 +11,7 @@ from agentrl.store.db import Con
 from agentrl.store.queries.ledger import STEP_TALLIES_SQL
 
 __all__ = ["monitor_step_tallies", "monitor_distribution_matrices", "monitor_probes", "monitor_events",
-           "monitor_behaviour_counts", "monitor_behaviour_columns", "monitor_approved_behaviours", "monitor_action_uses",
+           "monitor_behaviour_columns", "monitor_approved_behaviours", "monitor_action_uses",
            "monitor_reviewed", "monitor_run_engine", "monitor_fixture_behaviours", "monitor_test_pass_rates"]
 
 
@@ -84,13 +84,6 @@ def monitor_events(con: Con, run_id: str) -> pd.DataFrame:
         "SELECT step, kind, signal, value, threshold, message FROM events WHERE run_id = ? ORDER BY step",
         [run_id],
     ).df()
-
-
-def monitor_behaviour_counts(con: Con, run_id: str) -> list[tuple[int, str, int, int]]:
-    """(step, behaviour, rollouts, unflagged rollouts) of every step, from the tallies ingest kept."""
-    return con.execute(
-        "SELECT step, behaviour, sum(n)::BIGINT, sum(n - flagged)::BIGINT FROM step_behaviours WHERE run_id = ? "
-        "GROUP BY step, behaviour ORDER BY step, behaviour", [run_id]).fetchall()
 
 
 def monitor_approved_behaviours(con: Con, run_id: str) -> list[str]:
@@ -171,82 +164,6 @@ def monitor_reviewed(con: Con, run_id: str) -> list[tuple[str, str | None, bool 
         """,
         {"run_id": run_id, "steps": [r[0] for r in verdicts], "idx": [r[1] for r in verdicts],
          "verdicts": [r[2] for r in verdicts]},
-    ).fetchall()
-
-
-def monitor_run_engine(con: Con, run_id: str) -> tuple[str, str] | None:
-    """(kind, config JSON) of a run, or None: what names its task, for its fixtures."""
-    row = con.execute("SELECT kind, config FROM runs WHERE run_id = ?", [run_id]).fetchone()
-    return None if row is None else (row[0], row[1])
-
-
-def monitor_fixture_behaviours(con: Con, task: str | None) -> list[str]:
-    """The behaviours of the exploit fixtures of task spec `task` (an older fixture without a task
-    is the refund task's)."""
-    if task is None:
-        return []
-    return [r[0] for r in con.execute(
-        "SELECT DISTINCT behaviour FROM fixtures WHERE coalesce(task, 'refund') = ? AND behaviour IS NOT NULL ORDER BY 1",
-        [task]).fetchall()]
-
-
-def monitor_behaviour_columns(con: Con, run_id: str) -> tuple[list[str], dict]:
-    """Every row ingest kept in `step_behaviours` for the run, as numbers: (its behaviours, sorted,
-    read from `run_behaviours`, which is kept with it in the same transactions; and columns `code`
-    (the behaviour's index in that list), `step`, `n` (rollouts) and `unflagged`), in no particular
-    order; a step that came in more than one commit has a row for each. What `unverified_share`
-    reads, without a Python object a row (a run of 15,625 steps has 500,000)."""
-    names = [r[0] for r in con.execute(  # the run's behaviours from the small table: one scan of the big one
-        "SELECT DISTINCT behaviour FROM run_behaviours WHERE run_id = ? ORDER BY behaviour", [run_id]).fetchall()]
-    cols = con.execute(
-        """
-        WITH names AS (SELECT unnest($names) AS behaviour, (generate_subscripts($names, 1) - 1)::INTEGER AS code)
-        SELECT c.code, s.step, s.n, s.n - s.flagged AS unflagged
-        FROM step_behaviours s JOIN names c USING (behaviour) WHERE s.run_id = $run_id
-        """,
-        {"run_id": run_id, "names": names},
-    ).fetchnumpy()
-    return names, cols
-
-
-def monitor_suspect_pairs(con: Con, run_id: str, unverified: list[str], fixtures: list[str]) -> list[tuple[str, str, int, int]]:
-    """(state, action, suspect uses, uses) over every trajectory of the run, each action counted at
-    its recorded state (when the row's states line up with its actions) and at '*'. A use is
-    suspect when its trajectory was flagged, rejected (latest verdict), repeats a fixture's
-    behaviour, or is of an unverified behaviour (`agentrl.monitor.signals.SuspectMap`).
-
-    Read from `behaviour_actions` (uses by behaviour, state and action, and of them flagged: a run
-    of 500,000 trajectories has a few thousand such rows), plus the uses of the rejected
-    trajectories not suspect already, read one by one (a reviewer rejects few)."""
-    return con.execute(
-        """
-        WITH v AS (SELECT step, traj_idx, arg_max(verdict, review_id) AS verdict FROM reviews WHERE run_id = $run_id
-                   GROUP BY step, traj_idx),
-        suspect AS (SELECT unnest($suspect) AS behaviour),  -- joined, not list_contains: hundreds of names
-        counted AS (
-            SELECT state, action,
-                   sum(CASE WHEN coalesce(behaviour IN (SELECT behaviour FROM suspect), false) THEN uses ELSE flagged END) AS bad,
-                   sum(uses) AS total
-            FROM behaviour_actions WHERE run_id = $run_id GROUP BY state, action
-        ),
-        rejected AS (
-            SELECT unnest(t.actions) AS action,
-                   unnest(coalesce(CASE WHEN len(t.states) = len(t.actions) THEN t.states END,
-                                   list_transform(t.actions, lambda x: '*'))) AS state
-            FROM v JOIN trajectories t ON t.run_id = $run_id AND t.step = v.step AND t.traj_idx = v.traj_idx
-            WHERE v.verdict = 'reject' AND len(t.actions) > 0 AND NOT coalesce(t.violation, false)
-              AND NOT coalesce(t.behaviour IN (SELECT behaviour FROM suspect), false)
-        ),
-        extra AS (SELECT state, action, count(*) AS bad FROM rejected GROUP BY state, action),
-        uses AS (
-            SELECT c.state, c.action, c.bad + coalesce(e.bad, 0) AS bad, c.total
-            FROM counted c LEFT JOIN extra e ON c.state IS NOT DISTINCT FROM e.state AND c.action IS NOT DISTINCT FROM e.action
-        )
-        SELECT state, action, bad::BIGINT, total::BIGINT FROM uses
-        UNION ALL
-        SELECT '*', action, sum(bad)::BIGINT, sum(total)::BIGINT FROM uses WHERE state <> '*' GROUP BY action
-        """,
-        {"run_id": run_id, "suspect": sorted(set(unverified) | set(fixtures))},
     ).fetchall()
 
 
