@@ -32,6 +32,11 @@ def test_live_shows_the_onset_banner_and_chart_markers_while_the_outcome_run_tra
         # The marker: a dashed line shape and its label on the charts drawn by the page.
         page.get_by_text("hacking onset (step 7)").first.wait_for(timeout=30_000)
         charts_marked = page.locator(".js-plotly-plot").filter(has=page.locator("g.shapelayer path"))
+        # Live draws its charts one after another within a redraw: the second may come a moment
+        # after the first one's label.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and charts_marked.count() < 2:
+            time.sleep(0.2)
         assert charts_marked.count() >= 2
         assert page.locator('[data-testid="stException"]').count() == 0
         page.screenshot(path=str(tmp_path / "onset.png"), full_page=True)
