@@ -27,13 +27,13 @@ LM_TEST_PATHS = ("tests/engines/trl/", "tests/tasks/refund/test_tiny_model.py", 
 # workers (`--dist loadgroup`), then the `serial` ones alone. Serial: the Ray tests (a cluster's
 # job API answered slower than its 10 s request limit, and a job's actors went missing, with a
 # browser test beside them on the other core) and the sandbox's resource-limit attacks (a fork bomb
-# is told apart by which limit ended it, which depends on the rest of the machine), and the
-# sandbox-user tests (one claims uids from a private lock folder, and claiming a uid ends every
-# process of it: another worker's sandboxed test under that uid was killed). The browser
+# is told apart by which limit ended it, which depends on the rest of the machine), and every
+# other sandbox test: one claims uids from a private lock folder, and claiming a uid ends every
+# process of it (another worker's sandboxed test under that uid was killed); others check that
+# no process of any sandbox uid is left, machine-wide, and met another worker's run mid-exit. The browser
 # tests run one after another on one worker (group "browser"): each drives a dashboard and usually
 # a training run, and two at once on two cores starve each other's pages.
-SERIAL_PATHS = ("tests/test_ray_backend.py", "tests/test_ray_cluster.py", "tests/sandbox/test_sandbox_adversarial.py",
-                "tests/sandbox/test_users.py")
+SERIAL_PATHS = ("tests/test_ray_backend.py", "tests/test_ray_cluster.py", "tests/sandbox/")
 
 
 def pytest_collection_modifyitems(config, items):
