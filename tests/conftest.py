@@ -23,7 +23,7 @@ from agentrl.engines.tabular.training import TrainResult, train
 LM_TEST_PATHS = ("tests/engines/trl/", "tests/tasks/refund/test_tiny_model.py", "tests/tasks/refund/test_tools.py")
 
 
-# `make test` runs the suite in two passes: the tests not marked `serial` on two pytest-xdist
+# `make test-parallel` runs the suite in two passes: the tests not marked `serial` on two pytest-xdist
 # workers (`--dist loadgroup`), then the `serial` ones alone. Serial: the Ray tests (a cluster's
 # job API answered slower than its 10 s request limit, and a job's actors went missing, with a
 # browser test beside them on the other core) and the sandbox's resource-limit attacks (a fork bomb
