@@ -177,6 +177,37 @@ def test_a_zoom_holds_while_the_run_trains_and_its_charts_are_redrawn(seeded, br
         trainer.wait()
 
 
+def test_a_seed_sibling_launched_after_live_opened_joins_the_band_without_a_reload(seeded, browser):
+    from agentrl.config import load_preset
+
+    base_url, _, runs_dir = seeded
+    config = load_preset("refund-outcome").model_copy(update={"name": "late-sibling", "rounds": 600, "step_delay": 0.3})
+    before = {p.name for p in runs_dir.iterdir()}
+    first = start_training(runs_dir, config, name="late-sibling-1.json")
+    sibling = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (new := {p.name for p in runs_dir.iterdir() if p.is_dir()} - before) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        tab = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+        tab.goto(f"{base_url}/Live?run={new.pop()}")
+        tab.get_by_text("Seed group: none").wait_for(timeout=90_000)
+        assert tab.get_by_text("Seed group (2 runs)").count() == 0
+        sibling = start_training(runs_dir, config.model_copy(update={"seed": config.seed + 1}), name="late-sibling-2.json")
+        # No reload: a run appearing redraws the page (its picker watches the statuses), and the
+        # controls and the band take the sibling in.
+        tab.get_by_text("Seed group (2 runs)").wait_for(timeout=45_000)  # the first run trains for 3 minutes
+        tab.wait_for_function("[...document.querySelectorAll('.js-plotly-plot')].some(gd => (gd._fullData || [])"
+                              ".some(t => t.name === 'success, mean of 2 seeds'))", timeout=60_000)
+        assert tab.get_by_text("Seed group: none").count() == 0
+        assert tab.locator('[data-testid="stException"]').count() == 0
+    finally:
+        for trainer in (first, sibling):
+            if trainer is not None:
+                trainer.kill()
+                trainer.wait()
+
+
 def test_lives_onset_label_sits_off_the_100_percent_line(seeded, browser):
     base_url, ids, _ = seeded
     tab = _open_live(browser, base_url, f"run={ids['outcome'][0]}&group=false")
