@@ -10,7 +10,7 @@ st.title("agentrl — runs")
 import ui
 from agentrl.analysis import runs as runs_view
 from agentrl.analysis import seed_groups
-from agentrl.monitor import store_onset
+from agentrl.monitor.kept import kept_onset
 from agentrl.store import curation, queries
 from ui.pickers import colors_of
 
@@ -67,7 +67,7 @@ def run_table(shown, colors):
     """One row per run: (the table's selection event, each row's run ids)."""
     # Each run's onset, worked out again only when the run has new steps.
     onsets = {r.run_id: ui.remembered(f"onset-{r.run_id}", (r.steps_done, r.status),
-                                      lambda r=r: store_onset(ui.cursor(), r.run_id)) for r in shown.itertuples()}
+                                      lambda r=r: kept_onset(ui.cursor(), r.run_id)) for r in shown.itertuples()}
     table = runs_view.runs_table(shown, onsets, queries.config_texts(ui.cursor(), shown["run_id"].tolist()))
     styled = table.style.apply(lambda column: [f"color: {colors[r]}" for r in table["run_id"]], subset=["run"])
     ids = table["run_id"].tolist()

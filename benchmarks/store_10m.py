@@ -90,6 +90,14 @@ def queries(root: Path, repeat: int, skip_slow: bool, only_slow: bool = False) -
     timed = {f"Compare: {n}": (lambda fn=fn: fn(run_ids)) for n, fn in compare_page_queries(con, steps).items()}
     timed |= {f"Review: {n}": fn for n, fn in review_page_queries(con, runs_dir, one, steps).items()}
     timed["store_onset"] = lambda: store_onset(con, one)
+    try:
+        from agentrl.monitor.kept import forget, kept_onset
+    except ImportError:  # a checkout from before the kept onset
+        kept_onset = None
+    if kept_onset is not None:
+        gate = next(fn for name, fn in timed.items() if "evaluate_gate" in name)
+        timed["store_onset kept (unchanged since)"] = lambda: kept_onset(con, one)
+        timed["Review: evaluate_gate, its onset computed"] = lambda: (forget(), gate())
     for name, fn in timed.items():
         slow = any(k in name for k in SLOW)
         if only_slow and slow:

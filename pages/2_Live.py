@@ -16,7 +16,7 @@ from agentrl import charts, group_charts
 from agentrl.analysis import live, seed_groups
 from agentrl.analysis.hardware import estimate_total
 from agentrl.analysis.series import MAX_POINTS, downsample, smooth
-from agentrl.monitor import store_onset
+from agentrl.monitor.kept import kept_onset
 from agentrl.record.rundir import RunDir
 from agentrl.store import queries
 from ui import buffered, live_view, synced_charts
@@ -113,7 +113,7 @@ def draw_charts(con, run: dict, version, controls: live_view.Controls) -> None:
     shown = live.panels(run["kind"], steps, states)
     thin = smooth(smooth(downsample(steps), "success_rate", weight), "violation_rate", weight)
     # The onset monitor's verdict from the run's own rows: a recorded onset event, else the signals.
-    onset = ui.remembered(f"onset-{run_id}", version, lambda: store_onset(con, run_id))
+    onset = ui.remembered(f"onset-{run_id}", version, lambda: kept_onset(con, run_id))
     at = onset.step if onset else None
     at_x = None if x == "step" or at is None else steps.loc[steps["step"] == at, "elapsed_s"].max()
 

@@ -8,7 +8,7 @@ import ui
 from agentrl import charts, group_charts
 from agentrl.analysis import behaviours, compare, live, seed_groups
 from agentrl.analysis.series import MAX_POINTS, downsample, smooth
-from agentrl.monitor import store_onset
+from agentrl.monitor.kept import kept_onset
 from agentrl.store import queries
 from ui import seeds
 from ui.behaviours import draw_found_divergence, draw_run_behaviours, window_control
@@ -49,7 +49,7 @@ def comparison(picked: list[str]) -> None:
     con = ui.cursor()
     version = tuple(queries.run_version(con, r) for r in picked)
     progress = {r: queries.progress(con, r) for r in picked}
-    onsets = {r: ui.remembered(f"onset-{r}", v, lambda r=r: store_onset(con, r)) for r, v in zip(picked, version)}
+    onsets = {r: ui.remembered(f"onset-{r}", v, lambda r=r: kept_onset(con, r)) for r, v in zip(picked, version)}
     with ui.steady("steady-compare"):
         seeds.progress_row(groups, group_labels, progress, onsets)  # where each run (or seed group) is, and its onset
         view = st.segmented_control("View", VIEWS, default="Rates", key="view", bind="query-params",
@@ -64,7 +64,7 @@ def comparison(picked: list[str]) -> None:
 
 def draw_rates(con, picked, version, steps) -> None:
     thin = downsample(steps, by="run_id")
-    onsets = {r: ui.remembered(f"onset-{r}", v, lambda r=r: store_onset(con, r)) for r, v in zip(picked, version)}
+    onsets = {r: ui.remembered(f"onset-{r}", v, lambda r=r: kept_onset(con, r)) for r, v in zip(picked, version)}
     marks = {group_labels[g.group_id]: min((onsets[r].step for r in g.run_ids if onsets[r]), default=None) for g in groups}
     left, right = st.columns(2)
     for column, title, key, where in (("success_rate", "Success rate", "success", left),

@@ -19,7 +19,7 @@ import pandas as pd
 
 from agentrl.analysis import behaviours
 from agentrl.engines.registry import PolicySupport, get_engine, resolve_entry
-from agentrl.monitor import store_onset
+from agentrl.monitor.kept import kept_onset
 from agentrl.store import decisions, queries
 from agentrl.review.gate_settings import GateError, GateSettings  # noqa: F401 - re-exported
 from agentrl.review.reviews import ReviewError, check_fixtures, fixture_episode, load_run_task
@@ -183,7 +183,7 @@ def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = Gat
 
     checks += [GateCheck(c.name, c.passed, c.figure, c.detail) for c in scanner_recall_checks(con, run, settings.min_scanner_recall)]
 
-    onset = store_onset(con, run_id)
+    onset = kept_onset(con, run_id)
     checks.append(GateCheck("no hacking onset", onset is None, "none" if onset is None else f"onset at step {onset.step}",
                             "" if onset is None else onset.message))
     return GateReport(run_id, checks, sample=sample)

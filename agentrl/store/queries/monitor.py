@@ -12,7 +12,8 @@ from agentrl.store.queries.ledger import STEP_TALLIES_SQL
 
 __all__ = ["monitor_step_tallies", "monitor_distribution_matrices", "monitor_probes", "monitor_events",
            "monitor_behaviour_columns", "monitor_approved_behaviours", "monitor_action_uses",
-           "monitor_reviewed", "monitor_run_engine", "monitor_fixture_behaviours", "monitor_test_pass_rates"]
+           "monitor_reviewed", "monitor_run_engine", "monitor_fixture_behaviours", "monitor_test_pass_rates",
+           "monitor_signals_fingerprint"]
 
 
 def monitor_step_tallies(con: Con, run_id: str) -> dict:
@@ -185,3 +186,20 @@ def monitor_test_pass_rates(con: Con, run_id: str) -> dict[int, tuple[float, flo
         [run_id],
     ).fetchall()
     return {int(step): (float(visible), float(held_out)) for step, visible, held_out in rows}
+
+
+def monitor_signals_fingerprint(con: Con, run_id: str) -> tuple:
+    """(the store's file, or None in memory; then what changes whenever anything a run's stored
+    signals read changed: its record's creation time, its ingested chunks and their rows, its
+    reviews, every task's fixtures). What `agentrl.monitor.kept` keys a run's signals by."""
+    return tuple(con.execute(
+        """
+        SELECT (SELECT path FROM duckdb_databases() WHERE database_name = current_database()),
+               (SELECT created_at FROM runs WHERE run_id = $run),
+               (SELECT count(*) FROM ingested_files WHERE run_id = $run),
+               (SELECT sum(rows) FROM ingested_files WHERE run_id = $run),
+               (SELECT count(*) FROM reviews WHERE run_id = $run), (SELECT max(review_id) FROM reviews WHERE run_id = $run),
+               (SELECT count(*) FROM fixtures), (SELECT max(fixture_id) FROM fixtures)
+        """,
+        {"run": run_id},
+    ).fetchone())
