@@ -97,32 +97,56 @@ def store_direction(con, run_id: str) -> tuple[SuspectMap, dict[int, dict[str, f
     return suspects, {step: {"unverified_share": value} for step, value in zip(steps.tolist(), values.tolist())}
 
 
+def _suspect_free_reads(con, run_id: str) -> tuple:
+    """On a cursor of its own, which it closes: the reads of a run's signals that do not depend on which actions are suspect: its per-step
+    tallies, its decision-point distributions, its probe replays and its test pass rates."""
+    from agentrl.store import queries
+
+    try:
+        return (queries.monitor_step_tallies(con, run_id), queries.monitor_distribution_matrices(con, run_id),
+                queries.monitor_probes(con, run_id), queries.monitor_test_pass_rates(con, run_id))
+    finally:
+        con.close()  # its own cursor
+
+
+_side_reader = None  # one thread for `_suspect_free_reads`, started on first use
+
+
 def store_signal_columns(con, run_id: str) -> dict[str, Column]:
     """Every signal of a run, each as (steps, values) where it was read, from its rows in the
     store: the per-step tallies and `behaviour_actions` ingest kept, and the decision-point
-    distributions, all pivoted with numpy (`agentrl.monitor.columns`)."""
+    distributions, all pivoted with numpy (`agentrl.monitor.columns`). The reads that do not
+    depend on the suspect actions run on their own cursor in a second thread while this one
+    works out the suspects (DuckDB and numpy's large array operations let go of the GIL): on the
+    bench store that hid the distributions' 14 ms and the tallies' 5 ms behind the suspects' 80."""
     import numpy as np
+    from concurrent.futures import ThreadPoolExecutor
 
-    from agentrl.store import queries
-
-    tallies = queries.monitor_step_tallies(con, run_id)
+    global _side_reader
+    if _side_reader is None:
+        _side_reader = ThreadPoolExecutor(1, thread_name_prefix="agentrl-signals")
+    side = _side_reader.submit(_suspect_free_reads, con.cursor(), run_id)
+    try:
+        suspects, unverified = _store_direction(con, run_id)
+    finally:
+        tallies, distributions, probe_rows, pass_rates = side.result()
     steps = np.asarray(tallies["step"], dtype=np.int64)
     out: dict[str, Column] = {}
     if len(steps):
         flagged_share, top_share, premium, paid = tally_columns(tallies)
         out["flagged_share"], out["top_flagged_share"] = (steps, flagged_share), (steps, top_share)
         out["hack_premium"] = (steps[paid], premium[paid])
-    suspects, out["unverified_share"] = _store_direction(con, run_id)
-    for state, recorded, actions, probs in queries.monitor_distribution_matrices(con, run_id):
+    out["unverified_share"] = unverified
+    for state, recorded, actions, probs in distributions:
         # steps x actions, an action a step did not record as 0; signed drift from the first step recorded
         later = np.asarray(recorded[1:]) > 0
         drift = toward_columns(probs[0], probs[1:][later], actions, suspects.suspects(state))
         out[f"drift:{state}"] = (np.asarray(recorded[1:])[later].astype(np.int64), drift)
     probes: dict[int, list[bool]] = {}
-    for step, _, violation in queries.monitor_probes(con, run_id).itertuples(index=False):
+    for step, _, violation in probe_rows.itertuples(index=False):
         probes.setdefault(int(step), []).append(bool(violation))
     probed = [(s, p["probe_violations"]) for s, p in probe_signals(probes).items() if s > 0]
-    gaps = test_gap_signals(queries.monitor_test_pass_rates(con, run_id))
+    gaps = test_gap_signals(pass_rates)
     for name, pairs in (("probe_violations", probed), ("test_gap", [(s, g["test_gap"]) for s, g in gaps.items()])):
         if pairs:
             out[name] = (np.array([s for s, _ in pairs], dtype=np.int64), np.array([v for _, v in pairs], dtype=float))

@@ -62,6 +62,37 @@ def test_a_review_is_seen_on_the_next_call(pair_store):
     assert after["unverified_share"][1].max() == 0
 
 
+def _split_commits(chunks, last_early_step: int, held) -> None:
+    """Rewrite a run's commits as two: its rows up to `last_early_step` in commit 0, the rest in
+    commit 1, which is written to `held` (a run's flushes fall wherever its second ticks do)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from agentrl.record.chunks import marker_name
+
+    tables: dict[str, list] = {}
+    for path in sorted(chunks.glob("*.parquet")):
+        tables.setdefault(path.name.split(".")[1], []).append(pq.read_table(path))
+        path.unlink()
+    for marker in chunks.glob("*.commit"):
+        marker.unlink()
+    for number, folder in ((0, chunks), (1, held)):
+        counts = {}
+        for name, parts in tables.items():
+            table = pa.concat_tables(parts)
+            if "step" in table.column_names:
+                early = pc.less_equal(table["step"], last_early_step)
+                table = table.filter(early if number == 0 else pc.invert(early))
+            elif number == 1:
+                continue
+            pq.write_table(table, folder / f"{number:08d}.{name}.parquet")
+            counts[name] = table.num_rows
+        (folder / marker_name(number)).write_text(json.dumps({"tables": counts}))
+
+
 def test_chunks_ingested_later_are_seen_on_the_next_call(trained_pair, tmp_path):
     """A run whose later commits reach the store after its signals were kept: the next call
     reads them (a live run's onset, on a page that stays open)."""
@@ -72,25 +103,21 @@ def test_chunks_ingested_later_are_seen_on_the_next_call(trained_pair, tmp_path)
     runs_dir.mkdir()
     run_id = ids["outcome"]
     shutil.copytree(template / run_id, runs_dir / run_id)
-    chunks = runs_dir / run_id / "chunks"
-    held = tmp_path / "held"
+    chunks, held = runs_dir / run_id / "chunks", tmp_path / "held"
     held.mkdir()
-    numbers = sorted({p.name.split(".")[0] for p in chunks.iterdir()})
-    assert len(numbers) > 1, "the preset's run came in one commit: nothing to hold back"
-    for path in chunks.iterdir():
-        if path.name.split(".")[0] in numbers[1:]:
-            shutil.move(path, held / path.name)
+    _split_commits(chunks, 15, held)
     ingest_once(runs_dir)
     con = connect(runs_dir)
     try:
         early = kept_signal_columns(con, run_id)
+        assert early["flagged_share"][0].max() == 15
         con.close()
         for path in held.iterdir():
             shutil.move(path, chunks / path.name)
         ingest_once(runs_dir)
         con = connect(runs_dir)
         late = kept_signal_columns(con, run_id)
-        assert len(late["flagged_share"][0]) > len(early["flagged_share"][0])
+        assert late["flagged_share"][0].max() == 30
         assert _same_columns(late, store_signal_columns(con, run_id))
         assert kept_onset(con, run_id) == store_onset(con, run_id)
     finally:
