@@ -11,7 +11,7 @@ from agentrl.analysis.series import MAX_POINTS, downsample, smooth
 from agentrl.monitor.kept import kept_onset
 from agentrl.store import queries
 from ui import seeds
-from ui.behaviours import draw_found_divergence, draw_run_behaviours, window_control
+from ui.behaviours import draw_found_divergence, draw_run_behaviours, step_shares, window_control
 from ui.pickers import colors_of, runs_picker
 from ui.scans import draw_hit_rates
 
@@ -84,11 +84,12 @@ def draw_behaviours(con, picked, version, steps) -> None:
     last = window_control("behaviours-last")
     tables = ui.remembered("behaviours-tables", (tuple(picked), version, last),  # every picked run's, in one read
                            lambda: behaviours.behaviour_tables(con, picked, last))
+    shares = ui.remembered("behaviours-shares", (tuple(picked), version), lambda: step_shares(con, picked))
     cols = st.columns(min(len(picked), 2))
     for i, run_id in enumerate(picked):
         with cols[i % len(cols)]:
             draw_run_behaviours(con, run_id, version, last, labels[run_id], colors[run_id], key=f"behaviours-{i}",
-                                table=tables[run_id])
+                                table=tables[run_id], shares=shares[shares["run_id"] == run_id])
 
 
 def draw_found(con, picked, version, last: int, a_run: str | None = None, b_run: str | None = None) -> None:

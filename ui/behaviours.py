@@ -22,18 +22,27 @@ UNVERIFIED_HELP = ("Unverified: a behaviour holding at least 5% of the top-rewar
                    "on Review, grouped by behaviour).")
 
 
+def step_shares(con, run_ids: list[str]):
+    """The stacked chart's rows of each of `run_ids` (run_id, step, behaviour, share), in one read:
+    Compare asks for every picked run's at once (20 runs on the bench store: one read 0.23 s, one
+    a run 0.5 s)."""
+    return queries.behaviour_step_shares(con, list(run_ids), max_steps=MAX_POINTS, keep=KEEP)
+
+
 def draw_run_behaviours(con, run_id: str, version, last: int, label: str | None = None, color: str | None = None,
-                        key: str = "behaviours", table=None) -> None:
-    """One run's Behaviours view: the stacked shares, then the table (`table`: read already, with
-    the other picked runs' by `behaviours.behaviour_tables`)."""
+                        key: str = "behaviours", table=None, shares=None) -> None:
+    """One run's Behaviours view: the stacked shares, then the table (`table` and `shares`: read
+    already, with the other picked runs', by `behaviours.behaviour_tables` and `step_shares`)."""
     if table is None:
         table = ui.remembered(f"{key}-table-{run_id}", (version, last), lambda: behaviours.behaviour_table(con, run_id, last))
     if table.empty:
         st.caption(f"{label or 'This run'} has no trajectories yet.")
         return
     unverified = set(table.loc[table["unverified"], "behaviour"])
+    if shares is None:
+        shares = ui.remembered(f"{key}-shares-{run_id}", version, lambda: step_shares(con, [run_id]))
     figure = ui.remembered(f"{key}-chart-{run_id}", (version, last), lambda: behaviour_charts.behaviour_shares(
-        queries.behaviour_step_shares(con, [run_id], max_steps=MAX_POINTS, keep=KEEP)[["step", "behaviour", "share"]],
+        shares[["step", "behaviour", "share"]].reset_index(drop=True),
         title=f"{label}: behaviours per step" if label else "Behaviours: share of each step's trajectories",
         unverified=unverified, title_color=color))
     ui.chart(figure, f"{key}-chart-{run_id}")
