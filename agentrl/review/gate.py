@@ -144,8 +144,21 @@ def review_coverage(con, run_id: str, settings: GateSettings) -> tuple[GateCheck
     return GateCheck(name, passed, figure, detail), sample
 
 
+_onset_reader = None  # one thread: a run's onset is read beside the other checks
+
+
+def _onset_on(cursor, run_id: str):
+    try:
+        return kept_onset(cursor, run_id)
+    finally:
+        cursor.close()
+
+
 def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = GateSettings()) -> GateReport:
-    """Every gate check of one run, each with its figure."""
+    """Every gate check of one run, each with its figure. The "no hacking onset" check is read on a
+    cursor of its own beside the others: computed, it is the slowest of them (on the bench store
+    about 100 ms, the rest together about 55 ms)."""
+    global _onset_reader
     run = queries.get_run(con, run_id)
     if run is None:
         raise GateError(f"no run {run_id!r} in the store")
@@ -153,6 +166,22 @@ def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = Gat
     if engine.policy is None:
         return GateReport(run_id, [GateCheck("has a policy", False, "scoring run",
                                              f"a {engine.kind} run trains no policy; there is nothing to promote")])
+    if _onset_reader is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _onset_reader = ThreadPoolExecutor(1, thread_name_prefix="agentrl-gate-onset")
+    onset_read = _onset_reader.submit(_onset_on, con.cursor(), run_id)
+    try:
+        checks, sample = _checks_beside_the_onset(con, runs_dir, run, settings)
+    finally:
+        onset = onset_read.result()
+    checks.append(GateCheck("no hacking onset", onset is None, "none" if onset is None else f"onset at step {onset.step}",
+                            "" if onset is None else onset.message))
+    return GateReport(run_id, checks, sample=sample)
+
+
+def _checks_beside_the_onset(con, runs_dir: Path, run: dict, settings: GateSettings) -> tuple[list[GateCheck], object]:
+    run_id, engine = run["run_id"], get_engine(run["kind"])
     checks: list[GateCheck] = []
     if run["status"] != "succeeded":
         checks.append(GateCheck("run finished", False, run["status"], "only a run that finished can be promoted"))
@@ -182,11 +211,7 @@ def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = Gat
     from agentrl.scan.gating import scanner_recall_checks  # each enforced scanner's held-out recall
 
     checks += [GateCheck(c.name, c.passed, c.figure, c.detail) for c in scanner_recall_checks(con, run, settings.min_scanner_recall)]
-
-    onset = kept_onset(con, run_id)
-    checks.append(GateCheck("no hacking onset", onset is None, "none" if onset is None else f"onset at step {onset.step}",
-                            "" if onset is None else onset.message))
-    return GateReport(run_id, checks, sample=sample)
+    return checks, sample
 
 
 def _sha256(path: Path) -> str:
