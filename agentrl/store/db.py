@@ -123,16 +123,13 @@ def migrate(con: duckdb.DuckDBPyConnection) -> None:
     """Fill what a store made by an older agentrl lacks, once each (`store_migrations` remembers):
     `step_components`, `step_tallies`, the trajectories' behaviours with `step_behaviours`,
     `run_behaviours` and `behaviour_actions`, from the stored trajectories. A new store has nothing to fill."""
-    from agentrl.store.queries.ledger import (backfill_behaviour_actions, backfill_behaviours, backfill_run_behaviours,
-                                              backfill_step_components, backfill_step_tallies, migration_applied)
+    from agentrl.store.queries.ledger import MIGRATIONS, backfill, migration_applied
 
-    for name, backfill in (("step_components", backfill_step_components), ("step_tallies", backfill_step_tallies),
-                           ("behaviours", backfill_behaviours), ("run_behaviours", backfill_run_behaviours),
-                           ("behaviour_actions", backfill_behaviour_actions)):
+    for name in MIGRATIONS:
         if migration_applied(con, name):
             continue
         with transaction(con) as cur:
-            backfill(cur, utc_now())
+            backfill(cur, name, utc_now())
 
 
 class StoreWriteError(StoreError):

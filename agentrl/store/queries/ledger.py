@@ -200,20 +200,6 @@ def migration_applied(con: Con, name: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM store_migrations WHERE name = ?", [name]).fetchall()[0][0])
 
 
-def backfill_step_components(cur: Con, applied_at: datetime) -> None:
-    """A store made before `step_components` existed: compute it from every stored trajectory."""
-    cur.execute("DELETE FROM step_components")
-    aggregate_step_components(cur, "trajectories")
-    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('step_components', ?)", [applied_at])
-
-
-def backfill_step_tallies(cur: Con, applied_at: datetime) -> None:
-    """A store made before `step_tallies` existed: tally every stored trajectory."""
-    cur.execute("DELETE FROM step_tallies")
-    aggregate_step_tallies(cur, "trajectories")
-    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('step_tallies', ?)", [applied_at])
-
-
 def fill_behaviours(cur: Con) -> None:
     """Every stored trajectory without a behaviour gets its tool calls', and `step_behaviours` is
     tallied again from all of them (trajectories that went in by SQL, not ingest: migrations, benchmarks)."""
@@ -226,25 +212,28 @@ def fill_behaviours(cur: Con) -> None:
     aggregate_behaviour_actions(cur, "trajectories")
 
 
-def backfill_behaviour_actions(cur: Con, applied_at: datetime) -> None:
-    """A store made before `behaviour_actions` existed: count every stored trajectory's actions."""
-    cur.execute("DELETE FROM behaviour_actions")
-    aggregate_behaviour_actions(cur, "trajectories")
-    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('behaviour_actions', ?)", [applied_at])
+# What a store made by an older agentrl lacks, in the order it is filled (a name is its
+# `store_migrations` row): each aggregate table from every stored trajectory; "behaviours" is the
+# trajectories' behaviours themselves, with every table counted by them.
+MIGRATIONS = {
+    "step_components": aggregate_step_components,
+    "step_tallies": aggregate_step_tallies,
+    "behaviours": None,
+    "run_behaviours": aggregate_run_behaviours,
+    "behaviour_actions": aggregate_behaviour_actions,
+}
 
 
-def backfill_run_behaviours(cur: Con, applied_at: datetime) -> None:
-    """A store made before `run_behaviours` existed: from every stored trajectory."""
-    cur.execute("DELETE FROM run_behaviours")
-    aggregate_run_behaviours(cur, "trajectories")
-    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('run_behaviours', ?)", [applied_at])
-
-
-def backfill_behaviours(cur: Con, applied_at: datetime) -> None:
-    """A store made before behaviours existed: every trajectory's behaviour from its tool calls,
-    and their per-step tallies (a few seconds on a store of millions of trajectories)."""
-    fill_behaviours(cur)
-    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES ('behaviours', ?)", [applied_at])
+def backfill(cur: Con, name: str, applied_at: datetime) -> None:
+    """Apply migration `name` (of `MIGRATIONS`) to a store made before it, and record it: its table
+    computed again from every stored trajectory (a few seconds on a store of millions of them)."""
+    aggregate = MIGRATIONS[name]
+    if aggregate is None:
+        fill_behaviours(cur)
+    else:
+        cur.execute(f"DELETE FROM {name}")  # a name of MIGRATIONS, not input
+        aggregate(cur, "trajectories")
+    cur.execute("INSERT INTO store_migrations (name, applied_at) VALUES (?, ?)", [name, applied_at])
 
 
 def take_without_rows(cur: Con, key: str, tables: str, run_id: str, rows: int, at: datetime) -> None:
