@@ -8,8 +8,8 @@ URL `s3://bucket/runs`; the endpoint and credentials reach the job only through 
 environment. A run submitted with the Ray backend lands on the worker, writes through S3, and the
 head's store (ingest by listing the URL) holds exactly its rows; its fleet's actors sit on both
 nodes; killing the worker node under another run marks that one `failed` with Ray's reason. Every
-process either node started is gone at the end. (A cancel from the head, and the runs per minute,
-are measured by benchmarks/ray_cluster.py: the suite's time is short.)
+process either node started is gone at the end. A cancel from the head stops a run on the worker
+and the head records it cancelled. (The runs per minute are measured by benchmarks/ray_cluster.py.)
 """
 
 from __future__ import annotations
@@ -145,6 +145,15 @@ def test_runs_launched_from_the_head_train_on_the_worker_and_a_dead_worker_fails
     assert _counts(cluster.head_runs, run_id) == expected  # nothing taken twice
     _no_secret_in(head_run.root)
     _no_secret_in(worker_run.root)
+
+    # A cancel from the head reaches a run on the worker (the stop file beside its chunks in S3, then
+    # Ray's stop_job after the grace), and the head records it cancelled.
+    stopped = launcher.start(make_config(name="cancel-from-head", rounds=500, step_delay=0.5))
+    _follow(launcher, stopped, lambda s: s.get("status") == "running" and s.get("step", 0) >= 1)
+    launcher.cancel(stopped)
+    status = _follow(launcher, stopped, lambda s: s.get("status") in TERMINAL_STATUSES, grace_s=5.0)
+    assert status["status"] == "cancelled", status
+    assert status.get("step", 0) < 500
 
     # The other run, live on the head, loses its node: the machine dies (its raylet, its workers, the run).
     _follow(launcher, doomed, lambda s: s.get("status") == "running" and s.get("step", 0) >= 1)
