@@ -288,6 +288,27 @@ def test_a_run_whose_steps_came_in_two_commits_gives_the_reference_signals_and_t
         con.close()
 
 
+def test_a_run_whose_steps_came_in_two_commits_has_the_step_shares_lump_shares_draws(runs_dir):
+    """The lumped step shares add each commit's part of a step (not summed per behaviour first):
+    the same shares, to the rounding of the sums, as the whole step's, lumped by the page's code."""
+    from agentrl.store import queries
+
+    run_id, con = _split_run(runs_dir)
+    try:
+        whole = queries.behaviour_step_shares(con, [run_id])
+        assert not whole.duplicated(["step", "behaviour"]).any()
+        assert (whole.groupby("step")["share"].sum().round(9) == 1.0).all()
+        for keep in (1, 2, 3, 8):
+            lumped = queries.behaviour_step_shares(con, [run_id], keep=keep)
+            expected = behaviours.lump_shares(whole, keep)
+            assert lumped[["step", "behaviour"]].reset_index(drop=True).equals(expected[["step", "behaviour"]].reset_index(drop=True))
+            assert lumped["share"].tolist() == pytest.approx(expected["share"].tolist(), abs=1e-12)
+            totals = whole.groupby(["step"])["n"].sum()
+            assert lumped.groupby("step")["n"].sum().equals(totals)
+    finally:
+        con.close()
+
+
 # --- the column forms against their per-step forms --------------------------------------------------
 
 
