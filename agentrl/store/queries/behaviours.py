@@ -138,10 +138,11 @@ def behaviour_step_shares(con: Con, run_ids: list[str], max_steps: int | None = 
     return con.execute(
         shares + """,
         ranked AS (SELECT run_id, behaviour, row_number() OVER (PARTITION BY run_id ORDER BY sum(share) DESC, behaviour) AS rank
-                   FROM shares GROUP BY run_id, behaviour)
-        SELECT s.run_id, s.step, CASE WHEN r.rank <= $keep THEN s.behaviour ELSE $other END AS behaviour,
+                   FROM shares GROUP BY run_id, behaviour),
+        named AS (SELECT run_id, behaviour, true AS named FROM ranked WHERE rank <= $keep)  -- a few rows to join with
+        SELECT s.run_id, s.step, CASE WHEN r.named THEN s.behaviour ELSE $other END AS behaviour,
                sum(s.n)::BIGINT AS n, sum(s.share) AS share
-        FROM shares s JOIN ranked r USING (run_id, behaviour) GROUP BY ALL ORDER BY run_id, step, behaviour
+        FROM shares s LEFT JOIN named r USING (run_id, behaviour) GROUP BY ALL ORDER BY run_id, step, behaviour
         """,
         {**params, "keep": int(keep), "other": other},
     ).df()
