@@ -109,27 +109,23 @@ def _suspect_free_reads(con, run_id: str) -> tuple:
         con.close()  # its own cursor
 
 
-_side_reader = None  # one thread for `_suspect_free_reads`, started on first use
-
-
 def store_signal_columns(con, run_id: str) -> dict[str, Column]:
     """Every signal of a run, each as (steps, values) where it was read, from its rows in the
     store: the per-step tallies and `behaviour_actions` ingest kept, and the decision-point
     distributions, all pivoted with numpy (`agentrl.monitor.columns`). The reads that do not
     depend on the suspect actions run on their own cursor in a second thread while this one
     works out the suspects (DuckDB and numpy's large array operations let go of the GIL): on the
-    bench store that hid the distributions' 14 ms and the tallies' 5 ms behind the suspects' 80."""
+    bench store that hid the distributions' 14 ms and the tallies' 5 ms behind the suspects' 80.
+    The thread ends with the call (a thread kept waiting would outlive the dashboard's services)."""
     import numpy as np
     from concurrent.futures import ThreadPoolExecutor
 
-    global _side_reader
-    if _side_reader is None:
-        _side_reader = ThreadPoolExecutor(1, thread_name_prefix="agentrl-signals")
-    side = _side_reader.submit(_suspect_free_reads, con.cursor(), run_id)
-    try:
-        suspects, unverified = _store_direction(con, run_id)
-    finally:
-        tallies, distributions, probe_rows, pass_rates = side.result()
+    with ThreadPoolExecutor(1, thread_name_prefix="agentrl-signals") as side_reader:
+        side = side_reader.submit(_suspect_free_reads, con.cursor(), run_id)
+        try:
+            suspects, unverified = _store_direction(con, run_id)
+        finally:
+            tallies, distributions, probe_rows, pass_rates = side.result()
     steps = np.asarray(tallies["step"], dtype=np.int64)
     out: dict[str, Column] = {}
     if len(steps):

@@ -144,9 +144,6 @@ def review_coverage(con, run_id: str, settings: GateSettings) -> tuple[GateCheck
     return GateCheck(name, passed, figure, detail), sample
 
 
-_onset_reader = None  # one thread: a run's onset is read beside the other checks
-
-
 def _onset_on(cursor, run_id: str):
     try:
         return kept_onset(cursor, run_id)
@@ -157,8 +154,9 @@ def _onset_on(cursor, run_id: str):
 def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = GateSettings()) -> GateReport:
     """Every gate check of one run, each with its figure. The "no hacking onset" check is read on a
     cursor of its own beside the others: computed, it is the slowest of them (on the bench store
-    about 100 ms, the rest together about 55 ms)."""
-    global _onset_reader
+    about 100 ms, the rest together about 55 ms). Its thread ends with the call."""
+    from concurrent.futures import ThreadPoolExecutor
+
     run = queries.get_run(con, run_id)
     if run is None:
         raise GateError(f"no run {run_id!r} in the store")
@@ -166,15 +164,12 @@ def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = Gat
     if engine.policy is None:
         return GateReport(run_id, [GateCheck("has a policy", False, "scoring run",
                                              f"a {engine.kind} run trains no policy; there is nothing to promote")])
-    if _onset_reader is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _onset_reader = ThreadPoolExecutor(1, thread_name_prefix="agentrl-gate-onset")
-    onset_read = _onset_reader.submit(_onset_on, con.cursor(), run_id)
-    try:
-        checks, sample = _checks_beside_the_onset(con, runs_dir, run, settings)
-    finally:
-        onset = onset_read.result()
+    with ThreadPoolExecutor(1, thread_name_prefix="agentrl-gate-onset") as onset_reader:
+        onset_read = onset_reader.submit(_onset_on, con.cursor(), run_id)
+        try:
+            checks, sample = _checks_beside_the_onset(con, runs_dir, run, settings)
+        finally:
+            onset = onset_read.result()
     checks.append(GateCheck("no hacking onset", onset is None, "none" if onset is None else f"onset at step {onset.step}",
                             "" if onset is None else onset.message))
     return GateReport(run_id, checks, sample=sample)

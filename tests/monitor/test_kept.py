@@ -136,3 +136,16 @@ def test_a_store_in_memory_is_never_kept():
     assert kept_onset(con, "no-such-run") is None
 
     assert not kept._kept
+
+
+def test_no_thread_outlives_the_signals_or_the_gate(pair_store):
+    """The second cursor's thread ends with the call: a thread left waiting would outlive the
+    dashboard's services when Streamlit releases them (tests/app/test_pages.py)."""
+    import threading
+
+    from agentrl.review.gate import evaluate_gate
+
+    con, runs_dir, ids = pair_store
+    store_signal_columns(con, ids["outcome"])
+    evaluate_gate(con, runs_dir, ids["guarded"])
+    assert not [t.name for t in threading.enumerate() if t.name.startswith(("agentrl-signals", "agentrl-gate-onset"))]
