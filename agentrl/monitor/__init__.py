@@ -160,8 +160,10 @@ def store_signals(con, run_id: str) -> dict[int, dict[str, float]]:
     return dict(sorted(out.items()))
 
 
-def store_onset(con, run_id: str, thresholds: Mapping[str, Threshold] = DEFAULT_THRESHOLDS) -> Onset | None:
-    """The run's onset: the event it recorded itself, else the one its stored signals show."""
+def store_onset(con, run_id: str, thresholds: Mapping[str, Threshold] = DEFAULT_THRESHOLDS,
+                signal_columns=None) -> Onset | None:
+    """The run's onset: the event it recorded itself, else the one its stored signals show
+    (`signal_columns(con, run_id)`: `store_signal_columns`, or `agentrl.monitor.kept`'s)."""
     from agentrl.store import queries
 
     events = queries.monitor_events(con, run_id)
@@ -171,7 +173,7 @@ def store_onset(con, run_id: str, thresholds: Mapping[str, Threshold] = DEFAULT_
         limit = thresholds.get(str(first["signal"]).split(":", 1)[0])
         return Onset(int(first["step"]), str(first["signal"]), float(first["value"]), float(first["threshold"]),
                      limit.k if limit else 0)
-    return detect_onset_columns(store_signal_columns(con, run_id), thresholds)
+    return detect_onset_columns((signal_columns or store_signal_columns)(con, run_id), thresholds)
 
 
 @dataclass

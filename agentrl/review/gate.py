@@ -167,7 +167,7 @@ def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = Gat
     with ThreadPoolExecutor(1, thread_name_prefix="agentrl-gate-onset") as onset_reader:
         onset_read = onset_reader.submit(_onset_on, con.cursor(), run_id)
         try:
-            checks, sample = _checks_beside_the_onset(con, runs_dir, run, settings)
+            checks, sample = _checks_beside_the_onset(con, runs_dir, run, engine, settings)
         finally:
             onset = onset_read.result()
     checks.append(GateCheck("no hacking onset", onset is None, "none" if onset is None else f"onset at step {onset.step}",
@@ -175,8 +175,8 @@ def evaluate_gate(con, runs_dir: Path, run_id: str, settings: GateSettings = Gat
     return GateReport(run_id, checks, sample=sample)
 
 
-def _checks_beside_the_onset(con, runs_dir: Path, run: dict, settings: GateSettings) -> tuple[list[GateCheck], object]:
-    run_id, engine = run["run_id"], get_engine(run["kind"])
+def _checks_beside_the_onset(con, runs_dir: Path, run: dict, engine, settings: GateSettings) -> tuple[list[GateCheck], object]:
+    run_id = run["run_id"]
     checks: list[GateCheck] = []
     if run["status"] != "succeeded":
         checks.append(GateCheck("run finished", False, run["status"], "only a run that finished can be promoted"))
