@@ -197,7 +197,21 @@ CREATE TABLE IF NOT EXISTS step_behaviours (
     n            INTEGER NOT NULL,          -- trajectories of the behaviour
     reward_total DOUBLE NOT NULL,           -- sum of their rewards (a null reward counts as 0)
     flagged      INTEGER NOT NULL,          -- of them flagged by the verifier (violation)
-    success      INTEGER NOT NULL           -- of them that succeeded
+    success      INTEGER NOT NULL,          -- of them that succeeded
+    code         INTEGER                    -- the behaviour's number in `behaviour_names` (always set by ingest)
+);
+-- A store made before the codes gets the column here and its values on its first read-write open
+-- (migration 'behaviour_codes').
+ALTER TABLE step_behaviours ADD COLUMN IF NOT EXISTS code INTEGER;
+
+-- A number for each behaviour name of the store, given by ingest the first time the name is seen
+-- (`run_behaviours` of the same rows first; names are never renumbered or removed). The
+-- Behaviours view's step shares and the onset monitor's behaviour columns group and join
+-- `step_behaviours` by these instead of by names of up to 500 characters: on the 10M-row bench
+-- store the names were most of those queries' time.
+CREATE TABLE IF NOT EXISTS behaviour_names (
+    code      INTEGER NOT NULL,
+    behaviour VARCHAR NOT NULL
 );
 
 -- Per run and behaviour: its first and last step and how many of its trajectories were flagged, kept at

@@ -54,15 +54,24 @@ def _run_task(con, run_id: str) -> str | None:
     return absolute_spec(spec) if spec else None
 
 
-def _store_direction(con, run_id: str) -> tuple[SuspectMap, Column]:
-    """The store's suspect actions and `unverified_share` a step, as a column."""
+def _reviews_and_fixtures(con, run_id: str) -> tuple[list[tuple], list[str]]:
+    """What a run's suspects read besides its behaviours: its reviewed trajectories and the
+    behaviours of its task's exploit fixtures."""
     from agentrl.store import queries
 
-    reviewed = queries.monitor_reviewed(con, run_id)
-    approved = {behaviour for verdict, behaviour, *_ in reviewed if verdict == "approve" and behaviour is not None}
+    return queries.monitor_reviewed(con, run_id), queries.monitor_fixture_behaviours(con, _run_task(con, run_id))
+
+
+def _store_direction(con, run_id: str, early=None) -> tuple[SuspectMap, Column]:
+    """The store's suspect actions and `unverified_share` a step, as a column. `early`: a future
+    of `_reviews_and_fixtures`, read on another cursor meanwhile (else they are read here)."""
+    from agentrl.store import queries
+
     names, cols = queries.monitor_behaviour_columns(con, run_id)
+    reviewed, fixture_behaviours = early.result() if early is not None else _reviews_and_fixtures(con, run_id)
+    approved = {behaviour for verdict, behaviour, *_ in reviewed if verdict == "approve" and behaviour is not None}
     verified, behaviours, unverified = unverified_columns(names, cols, approved)
-    suspect = set(queries.monitor_fixture_behaviours(con, _run_task(con, run_id))) | (behaviours - verified)
+    suspect = set(fixture_behaviours) | (behaviours - verified)
     return suspect_map(queries.monitor_action_uses(con, run_id, sorted(suspect)), reviewed, suspect), unverified
 
 
@@ -116,14 +125,18 @@ def store_signal_columns(con, run_id: str) -> dict[str, Column]:
     depend on the suspect actions run on their own cursor in a second thread while this one
     works out the suspects (DuckDB and numpy's large array operations let go of the GIL): on the
     bench store that hid the distributions' 14 ms and the tallies' 5 ms behind the suspects' 80.
+    The reviews and the fixtures' behaviours are read there first, while this thread fetches the
+    run's behaviour columns (they are needed only after those: 8-16 ms off the critical path).
     The thread ends with the call (a thread kept waiting would outlive the dashboard's services)."""
     import numpy as np
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1, thread_name_prefix="agentrl-signals") as side_reader:
-        side = side_reader.submit(_suspect_free_reads, con.cursor(), run_id)
+        side_cursor = con.cursor()  # the side reads run one after another on it; the last closes it
+        early = side_reader.submit(_reviews_and_fixtures, side_cursor, run_id)
+        side = side_reader.submit(_suspect_free_reads, side_cursor, run_id)
         try:
-            suspects, unverified = _store_direction(con, run_id)
+            suspects, unverified = _store_direction(con, run_id, early)
         finally:
             tallies, distributions, probe_rows, pass_rates = side.result()
     steps = np.asarray(tallies["step"], dtype=np.int64)

@@ -122,7 +122,8 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
 def migrate(con: duckdb.DuckDBPyConnection) -> None:
     """Fill what a store made by an older agentrl lacks, once each (`store_migrations` remembers):
     `step_components`, `step_tallies`, the trajectories' behaviours with `step_behaviours`,
-    `run_behaviours` and `behaviour_actions`, from the stored trajectories. A new store has nothing to fill."""
+    `run_behaviours` and `behaviour_actions`, from the stored trajectories, and the behaviours'
+    numbers in `step_behaviours`. A new store has nothing to fill."""
     from agentrl.store.queries.ledger import MIGRATIONS, backfill, migration_applied
 
     for name in MIGRATIONS:

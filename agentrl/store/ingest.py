@@ -427,8 +427,8 @@ class Ingestor(RunRecords):
                     insert_trajectories(cur)
                     aggregate_step_components(cur)
                     aggregate_step_tallies(cur)
+                    aggregate_run_behaviours(cur)  # before the step tallies, which take its behaviours' numbers
                     aggregate_step_behaviours(cur)
-                    aggregate_run_behaviours(cur)
                     aggregate_behaviour_actions(cur)
                 else:  # table names come from CHUNK_TABLES, never from input
                     cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM chunk_rows")

@@ -89,19 +89,73 @@ def test_a_run_without_a_shortcut_has_no_unverified_behaviour_once_its_top_behav
         con.close()
 
 
+def _reopened_as_older(runs_dir, con, migration: str, *statements: str):
+    """The store made into what an agentrl before `migration` left (by `statements`), closed and opened again."""
+    for statement in statements:
+        con.execute(statement)
+    con.execute("DELETE FROM store_migrations WHERE name = ?", [migration])
+    con.close()
+    return connect(runs_dir)
+
+
 def test_an_older_store_gets_behaviours_and_their_tallies_when_opened(runs_dir):
     run_id = record(runs_dir, "older", shortcut_spreads(steps=3))
     ingest_once(runs_dir)
-    con = connect(runs_dir)
-    con.execute("UPDATE trajectories SET behaviour = NULL")  # what an older agentrl's store holds
-    con.execute("DROP TABLE step_behaviours")
-    con.execute("DELETE FROM store_migrations WHERE name = 'behaviours'")
-    con.close()
-    reopened = connect(runs_dir)
+    reopened = _reopened_as_older(runs_dir, connect(runs_dir), "behaviours",  # what an older agentrl's store holds
+                                  "UPDATE trajectories SET behaviour = NULL", "DROP TABLE step_behaviours")
     try:
         assert queries.migration_applied(reopened, "behaviours")
         assert reopened.execute("SELECT count(*) FROM trajectories WHERE behaviour IS NULL").fetchone()[0] == 0
         assert reopened.execute("SELECT sum(n) FROM step_behaviours WHERE run_id = ?", [run_id]).fetchone()[0] == 24
+        assert all(name == numbered for *_, name, numbered in _named_tallies(reopened))
+    finally:
+        reopened.close()
+
+
+def _named_tallies(con) -> list[tuple]:
+    """Every `step_behaviours` row with the name its number stands for (None where it has none)."""
+    return con.execute("SELECT s.run_id, s.step, s.behaviour, c.behaviour FROM step_behaviours s "
+                       "LEFT JOIN behaviour_names c USING (code) ORDER BY ALL").fetchall()
+
+
+def test_every_step_tally_carries_its_behaviours_number_and_a_later_name_gets_a_new_one(runs_dir):
+    first = record(runs_dir, "first", shortcut_spreads(steps=2, shortcut_from=3))  # no shortcut yet
+    ingest_once(runs_dir)
+    con = connect(runs_dir)
+    try:
+        before = dict(con.execute("SELECT behaviour, code FROM behaviour_names").fetchall())
+        assert " > ".join(SHORTCUT) not in before
+    finally:
+        con.close()
+    second = record(runs_dir, "second", shortcut_spreads(steps=2, shortcut_from=1))
+    ingest_once(runs_dir)
+    con = connect(runs_dir)
+    try:
+        after = dict(con.execute("SELECT behaviour, code FROM behaviour_names").fetchall())
+        assert {name: after[name] for name in before} == before  # never renumbered
+        assert after[" > ".join(SHORTCUT)] == max(before.values()) + 1
+        assert len(set(after.values())) == len(after)
+        tallies = _named_tallies(con)
+        assert {run for run, *_ in tallies} == {first, second}
+        assert all(name == numbered for *_, name, numbered in tallies)
+    finally:
+        con.close()
+
+
+def test_an_older_store_gets_its_behaviours_numbers_when_opened(runs_dir):
+    record(runs_dir, "older", shortcut_spreads(steps=3))
+    ingest_once(runs_dir)
+    con = connect(runs_dir)
+    expected = [row[:3] for row in _named_tallies(con)]
+    shares = queries.behaviour_step_shares(con, [r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()], keep=2)
+    reopened = _reopened_as_older(runs_dir, con, "behaviour_codes",  # what a store made before the numbers holds
+                                  "ALTER TABLE step_behaviours DROP COLUMN code", "DROP TABLE behaviour_names")
+    try:
+        assert queries.migration_applied(reopened, "behaviour_codes")
+        tallies = _named_tallies(reopened)
+        assert [row[:3] for row in tallies] == expected and all(row[2] == row[3] for row in tallies)
+        again = queries.behaviour_step_shares(reopened, list(shares["run_id"].unique()), keep=2)
+        assert again.equals(shares)
     finally:
         reopened.close()
 

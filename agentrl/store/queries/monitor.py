@@ -5,6 +5,7 @@ Store -> **queries.monitor** -> monitor -> Live banner, gate, `watch`'s store si
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from agentrl.store.db import Con
@@ -120,16 +121,16 @@ def monitor_behaviour_columns(con: Con, run_id: str) -> tuple[list[str], dict]:
     (the behaviour's index in that list), `step`, `n` (rollouts) and `unflagged`), in no particular
     order; a step that came in more than one commit has a row for each. What `unverified_share`
     reads, without a Python object a row (a run of 15,625 steps has 500,000)."""
-    names = [r[0] for r in con.execute(  # the run's behaviours from the small table: one scan of the big one
-        "SELECT DISTINCT behaviour FROM run_behaviours WHERE run_id = ? ORDER BY behaviour", [run_id]).fetchall()]
-    cols = con.execute(
-        """
-        WITH names AS (SELECT unnest($names) AS behaviour, (generate_subscripts($names, 1) - 1)::INTEGER AS code)
-        SELECT c.code, s.step, s.n, s.n - s.flagged AS unflagged
-        FROM step_behaviours s JOIN names c USING (behaviour) WHERE s.run_id = $run_id
-        """,
-        {"run_id": run_id, "names": names},
-    ).fetchnumpy()
+    named = con.execute(  # the run's behaviours and their store-wide numbers, from the small tables
+        "SELECT behaviour, c.code FROM (SELECT DISTINCT behaviour FROM run_behaviours WHERE run_id = ?) "
+        "JOIN behaviour_names c USING (behaviour) ORDER BY behaviour", [run_id]).fetchall()
+    names = [name for name, _ in named]
+    cols = con.execute(  # by number: joining 500,000 rows to the names by name was most of this read
+        "SELECT code, step, n, n - flagged AS unflagged FROM step_behaviours WHERE run_id = ?", [run_id]).fetchnumpy()
+    index = np.full(max((code for _, code in named), default=-1) + 2, -1, dtype=np.int32)  # store number -> the run's
+    index[[code for _, code in named]] = np.arange(len(named), dtype=np.int32)
+    cols = dict(cols)
+    cols["code"] = index[np.asarray(cols["code"], dtype=np.int64)]
     return names, cols
 
 
