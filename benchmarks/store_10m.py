@@ -98,8 +98,29 @@ def queries(root: Path, repeat: int, skip_slow: bool, only_slow: bool = False) -
         gate = next(fn for name, fn in timed.items() if "evaluate_gate" in name)
         timed["store_onset kept (unchanged since)"] = lambda: kept_onset(con, one)
         timed["Review: evaluate_gate, its onset computed"] = lambda: (forget(), gate())
+    decided = []
+    if kept_onset is not None:
+        def after_a_decision(check):
+            def timed_after_a_review():  # a new review (not timed), then the check: the run's rows are unchanged
+                step = steps - len(decided) % 3
+                con.execute("INSERT INTO reviews (run_id, step, traj_idx, verdict, note, reviewer, reviewed_at) "
+                            "VALUES (?, ?, ?, 'approve', 'bench', 'bench', now()::TIMESTAMP)", [one, step, len(decided) % 32])
+                decided.append(step)
+                started = time.perf_counter()
+                check()
+                return time.perf_counter() - started
+            return timed_after_a_review
+        timed["Review: evaluate_gate after a decision (new review; the run's rows kept)"] = after_a_decision(gate)
+        timed["store_onset kept, after a decision"] = after_a_decision(lambda: kept_onset(con, one))
     for name, fn in timed.items():
         slow = any(k in name for k in SLOW)
+        if "after a decision" in name:
+            if only_slow or not skip_slow:
+                fn()
+                samples = [fn() for _ in range(repeat)]
+                print(f"{np_percentile(samples, 95) * 1000:9.1f} ms p95 "
+                      f"{np_percentile(samples, 50) * 1000:7.1f} ms median  {name}", flush=True)
+            continue
         if only_slow and slow:
             fn()  # planning and cold pages
             samples = []

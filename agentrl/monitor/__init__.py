@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agentrl.monitor.columns import Column, detect_onset_columns, toward_columns, unverified_columns
+from agentrl.monitor.columns import BehaviourSteps, Column, behaviour_steps, detect_onset_columns, toward_columns, unverified_from
 from agentrl.monitor.onset import DEFAULT_THRESHOLDS, Onset, OnsetDetector, Threshold, detect_onset
 from agentrl.monitor.signals import (
     ANY_STATE,
@@ -32,7 +32,7 @@ from agentrl.monitor.signals import (
 )
 
 __all__ = ["Episode", "Onset", "OnsetDetector", "RunMonitor", "Threshold", "DEFAULT_THRESHOLDS", "detect_onset",
-           "store_signals", "store_signal_columns", "store_onset", "ANY_STATE"]
+           "store_signals", "store_signal_columns", "store_signal_reads", "RowReads", "store_onset", "ANY_STATE"]
 
 
 def _run_task(con, run_id: str) -> str | None:
@@ -55,23 +55,32 @@ def _run_task(con, run_id: str) -> str | None:
 
 
 def _reviews_and_fixtures(con, run_id: str) -> tuple[list[tuple], list[str]]:
-    """What a run's suspects read besides its behaviours: its reviewed trajectories and the
-    behaviours of its task's exploit fixtures."""
+    """What a run's suspects read besides its rows: its reviewed trajectories and the behaviours of
+    its task's exploit fixtures."""
     from agentrl.store import queries
 
     return queries.monitor_reviewed(con, run_id), queries.monitor_fixture_behaviours(con, _run_task(con, run_id))
 
 
-def _store_direction(con, run_id: str, early=None) -> tuple[SuspectMap, Column]:
-    """The store's suspect actions and `unverified_share` a step, as a column. `early`: a future
-    of `_reviews_and_fixtures`, read on another cursor meanwhile (else they are read here)."""
+def _behaviour_steps(con, run_id: str) -> tuple[list[str], BehaviourSteps | None]:
+    """The run's behaviours and their per-step tallies made ready for `unverified_from`."""
     from agentrl.store import queries
 
     names, cols = queries.monitor_behaviour_columns(con, run_id)
+    return names, behaviour_steps(names, cols)
+
+
+def _store_direction(con, run_id: str, early=None, behaviours=None) -> tuple[SuspectMap, Column]:
+    """The store's suspect actions and `unverified_share` a step, as a column. `early`: a future
+    of `_reviews_and_fixtures`, read on another cursor meanwhile (else they are read here);
+    `behaviours`: the run's `_behaviour_steps`, read before (else read here)."""
+    from agentrl.store import queries
+
+    names, ready = behaviours if behaviours is not None else _behaviour_steps(con, run_id)
     reviewed, fixture_behaviours = early.result() if early is not None else _reviews_and_fixtures(con, run_id)
     approved = {behaviour for verdict, behaviour, *_ in reviewed if verdict == "approve" and behaviour is not None}
-    verified, behaviours, unverified = unverified_columns(names, cols, approved)
-    suspect = set(fixture_behaviours) | (behaviours - verified)
+    verified, _, unverified = unverified_from(ready, approved)
+    suspect = set(fixture_behaviours) | (set(names) - verified)
     return suspect_map(queries.monitor_action_uses(con, run_id, sorted(suspect)), reviewed, suspect), unverified
 
 
@@ -106,6 +115,20 @@ def store_direction(con, run_id: str) -> tuple[SuspectMap, dict[int, dict[str, f
     return suspects, {step: {"unverified_share": value} for step, value in zip(steps.tolist(), values.tolist())}
 
 
+@dataclass(frozen=True)
+class RowReads:
+    """What a run's stored signals read of its rows alone (not of its reviews or the fixtures):
+    its behaviours' per-step tallies as columns, its per-step rollout tallies, its decision-point
+    distributions, its probe replays and its test pass rates. `agentrl.monitor.kept` keeps them
+    for the run being reviewed, so a decision recomputes only what depends on the reviews."""
+
+    behaviours: tuple[list[str], BehaviourSteps | None]  # `_behaviour_steps`
+    tallies: dict
+    distributions: list
+    probe_rows: object  # a DataFrame (step, ..., violation)
+    pass_rates: dict
+
+
 def _suspect_free_reads(con, run_id: str) -> tuple:
     """On a cursor of its own, which it closes: the reads of a run's signals that do not depend on which actions are suspect: its per-step
     tallies, its decision-point distributions, its probe replays and its test pass rates."""
@@ -121,41 +144,62 @@ def _suspect_free_reads(con, run_id: str) -> tuple:
 def store_signal_columns(con, run_id: str) -> dict[str, Column]:
     """Every signal of a run, each as (steps, values) where it was read, from its rows in the
     store: the per-step tallies and `behaviour_actions` ingest kept, and the decision-point
-    distributions, all pivoted with numpy (`agentrl.monitor.columns`). The reads that do not
-    depend on the suspect actions run on their own cursor in a second thread while this one
-    works out the suspects (DuckDB and numpy's large array operations let go of the GIL): on the
-    bench store that hid the distributions' 14 ms and the tallies' 5 ms behind the suspects' 80.
-    The reviews and the fixtures' behaviours are read there first, while this thread fetches the
-    run's behaviour columns (they are needed only after those: 8-16 ms off the critical path).
-    The thread ends with the call (a thread kept waiting would outlive the dashboard's services)."""
-    import numpy as np
+    distributions, all pivoted with numpy (`agentrl.monitor.columns`)."""
+    return store_signal_reads(con, run_id)[0]
+
+
+def store_signal_reads(con, run_id: str, rows: RowReads | None = None) -> tuple[dict[str, Column], RowReads]:
+    """`store_signal_columns`, and the `RowReads` they came from; given `rows` (read before, and
+    the run's rows unchanged since), only the reviews, fixtures and suspect actions' uses are read.
+
+    Without `rows`, the reads that do not depend on the suspect actions run on their own cursor
+    in a second thread while this one works out the suspects (DuckDB and numpy's large array
+    operations let go of the GIL): on the bench store that hid the distributions' 14 ms and the
+    tallies' 5 ms behind the suspects' 80. The reviews and the fixtures' behaviours are read there
+    first, while this thread fetches the run's behaviour columns (they are needed only after
+    those: 8-16 ms off the critical path). The thread ends with the call (a thread kept waiting
+    would outlive the dashboard's services)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from agentrl.store import queries
+
+    if rows is not None:
+        suspects, unverified = _store_direction(con, run_id, behaviours=rows.behaviours)
+        return _assembled(rows, suspects, unverified), rows
     with ThreadPoolExecutor(1, thread_name_prefix="agentrl-signals") as side_reader:
         side_cursor = con.cursor()  # the side reads run one after another on it; the last closes it
         early = side_reader.submit(_reviews_and_fixtures, side_cursor, run_id)
         side = side_reader.submit(_suspect_free_reads, side_cursor, run_id)
         try:
-            suspects, unverified = _store_direction(con, run_id, early)
+            behaviours = _behaviour_steps(con, run_id)
+            suspects, unverified = _store_direction(con, run_id, early, behaviours)
         finally:
             tallies, distributions, probe_rows, pass_rates = side.result()
-    steps = np.asarray(tallies["step"], dtype=np.int64)
+    rows = RowReads(behaviours, tallies, distributions, probe_rows, pass_rates)
+    return _assembled(rows, suspects, unverified), rows
+
+
+def _assembled(rows: RowReads, suspects: SuspectMap, unverified: Column) -> dict[str, Column]:
+    """Every signal's column from the run's row reads and its suspects."""
+    import numpy as np
+
+    steps = np.asarray(rows.tallies["step"], dtype=np.int64)
     out: dict[str, Column] = {}
     if len(steps):
-        flagged_share, top_share, premium, paid = tally_columns(tallies)
+        flagged_share, top_share, premium, paid = tally_columns(rows.tallies)
         out["flagged_share"], out["top_flagged_share"] = (steps, flagged_share), (steps, top_share)
         out["hack_premium"] = (steps[paid], premium[paid])
     out["unverified_share"] = unverified
-    for state, recorded, actions, probs in distributions:
+    for state, recorded, actions, probs in rows.distributions:
         # steps x actions, an action a step did not record as 0; signed drift from the first step recorded
         later = np.asarray(recorded[1:]) > 0
         drift = toward_columns(probs[0], probs[1:][later], actions, suspects.suspects(state))
         out[f"drift:{state}"] = (np.asarray(recorded[1:])[later].astype(np.int64), drift)
     probes: dict[int, list[bool]] = {}
-    for step, _, violation in probe_rows.itertuples(index=False):
+    for step, _, violation in rows.probe_rows.itertuples(index=False):
         probes.setdefault(int(step), []).append(bool(violation))
     probed = [(s, p["probe_violations"]) for s, p in probe_signals(probes).items() if s > 0]
-    gaps = test_gap_signals(pass_rates)
+    gaps = test_gap_signals(rows.pass_rates)
     for name, pairs in (("probe_violations", probed), ("test_gap", [(s, g["test_gap"]) for s, g in gaps.items()])):
         if pairs:
             out[name] = (np.array([s for s, _ in pairs], dtype=np.int64), np.array([v for _, v in pairs], dtype=float))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,19 +48,28 @@ def _stable_order(values: np.ndarray) -> np.ndarray:
     return np.argsort(values, kind="stable")
 
 
-def window_max(code: np.ndarray, pos: np.ndarray, count: np.ndarray, n_pos: int, window: int) -> tuple[np.ndarray, np.ndarray]:
+def code_order(code: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The rows' indices sorted by (code, pos), stably: what `window_max` reads them in."""
+    order = _stable_order(pos)
+    return order[_stable_order(code[order])]
+
+
+def window_max(code: np.ndarray, pos: np.ndarray, count: np.ndarray, n_pos: int, window: int,
+               order: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For each position e (0..n_pos-1): the largest sum of one code's counts over positions
     e - window + 1 .. e, and whether any row lies in that window (rows may repeat a (code, pos)).
+    `order`: the rows to read, by index, sorted by (code, pos) (`code_order`, perhaps of a subset);
+    by default every row, sorted here.
 
     Each row's code's sum is taken at the window ends its own position opens (pos .. pos + window
     - 1): a code's sum only grows at a position where it has a row, so the largest sum at every end
     is among these. Rows sorted by (code, pos), the sum at end pos_i + d is the rows from the
     window's start to that end, all within `window` rows of row i: a few shifted comparisons, on
     the rows that have another row of their code that near (the others' sum is their own count)."""
-    if len(code) == 0:
+    if order is None:
+        order = code_order(code, pos)
+    if len(order) == 0:
         return np.zeros(n_pos, dtype=np.int64), np.zeros(n_pos, dtype=bool)
-    order = _stable_order(pos)
-    order = order[_stable_order(code[order])]
     key = code[order].astype(np.int64) * (n_pos + window) + pos[order]  # codes never share a window
     count = count[order].astype(np.int64)
     if len(key) > 1 and not np.all(key[1:] != key[:-1]):  # a step split over commits: one row a (code, pos)
@@ -92,24 +102,57 @@ def window_max(code: np.ndarray, pos: np.ndarray, count: np.ndarray, n_pos: int,
     return best, present
 
 
-def unverified_columns(names: list[str], cols: Mapping[str, np.ndarray], approved: set[str],
-                       window: int = 5) -> tuple[set[str], set[str], Column]:
-    """From `queries.monitor_behaviour_columns`: (the verified behaviours: the starting policy's
-    common ones and `approved`; every behaviour of the run; `unverified_share` a step), as
-    `signals.verified_at_start` and `signals.unverified_signals` compute them step by step."""
+@dataclass(frozen=True)
+class BehaviourSteps:
+    """A run's behaviour columns (`queries.monitor_behaviour_columns`) made ready once for
+    `unverified_from`, which reads them again after each review: what does not depend on which
+    behaviours are verified (the steps' positions, each window's rollouts, the rows' order by
+    behaviour and step, the starting policy's behaviours) is worked out here."""
+
+    names: list[str]
+    code: np.ndarray  # a row's behaviour, as its index in `names`
+    steps: np.ndarray  # the distinct steps, in order
+    pos: np.ndarray  # a row's step, as its index in `steps`
+    unflagged: np.ndarray
+    rollouts: np.ndarray  # per step: the rollouts of the window ending there
+    order: np.ndarray  # the rows by (code, pos)
+    at_start: dict[str, int]  # unflagged rollouts of each behaviour at the first step
+    window: int
+
+
+def behaviour_steps(names: list[str], cols: Mapping[str, np.ndarray], window: int = 5) -> BehaviourSteps | None:
+    """`BehaviourSteps` of a run's behaviour columns (None when it has none)."""
     if not names or len(cols["step"]) == 0:
-        return set(approved), set(names), (np.zeros(0, dtype=np.int64), np.zeros(0))
+        return None
     code = np.asarray(cols["code"], dtype=np.int64)
     steps, pos = positions(np.asarray(cols["step"], dtype=np.int64))
     unflagged = np.asarray(cols["unflagged"], dtype=np.int64)
     first = pos == 0
     at_start = np.bincount(code[first], weights=unflagged[first], minlength=len(names)).astype(np.int64).tolist()
-    verified = verified_at_start({names[c]: at_start[c] for c in np.unique(code[first]).tolist()}) | set(approved)
-    n = _window_sums(np.bincount(pos, weights=np.asarray(cols["n"], dtype=np.int64), minlength=len(steps)), window)
-    keep = ~np.array([name in verified for name in names])[code]
-    largest, present = window_max(code[keep], pos[keep], unflagged[keep], len(steps), window)
-    share = np.where(present, wilson_lower_columns(np.maximum(largest, 0).astype(float), n), 0.0)  # 0.0: none there
-    return verified, set(names), (steps, share)
+    rollouts = _window_sums(np.bincount(pos, weights=np.asarray(cols["n"], dtype=np.int64), minlength=len(steps)), window)
+    return BehaviourSteps(names, code, steps, pos, unflagged, rollouts, code_order(code, pos),
+                          {names[c]: at_start[c] for c in np.unique(code[first]).tolist()}, window)
+
+
+def unverified_from(ready: BehaviourSteps | None, approved: set[str]) -> tuple[set[str], set[str], Column]:
+    """(the verified behaviours: the starting policy's common ones and `approved`; every behaviour
+    of the run; `unverified_share` a step), as `signals.verified_at_start` and
+    `signals.unverified_signals` compute them step by step."""
+    if ready is None:
+        return set(approved), set(), (np.zeros(0, dtype=np.int64), np.zeros(0))
+    verified = verified_at_start(ready.at_start) | set(approved)
+    keep = ~np.array([name in verified for name in ready.names])
+    rows = ready.order[keep[ready.code[ready.order]]]  # the unverified behaviours' rows, still in (code, pos) order
+    largest, present = window_max(ready.code, ready.pos, ready.unflagged, len(ready.steps), ready.window, rows)
+    share = np.where(present, wilson_lower_columns(np.maximum(largest, 0).astype(float), ready.rollouts), 0.0)  # 0.0: none there
+    return verified, set(ready.names), (ready.steps, share)
+
+
+def unverified_columns(names: list[str], cols: Mapping[str, np.ndarray], approved: set[str],
+                       window: int = 5) -> tuple[set[str], set[str], Column]:
+    """`unverified_from` the run's behaviour columns (`queries.monitor_behaviour_columns`)."""
+    verified, _, column = unverified_from(behaviour_steps(names, cols, window), approved)
+    return verified, set(names), column
 
 
 def bernoulli_js_columns(p: float, q: np.ndarray) -> np.ndarray:

@@ -62,6 +62,30 @@ def test_a_review_is_seen_on_the_next_call(pair_store):
     assert after["unverified_share"][1].max() == 0
 
 
+def test_a_decision_reads_the_reviews_again_but_not_the_runs_rows(pair_store, monkeypatch):
+    """After a review the run's rows are what they were: its behaviour tallies (most of the
+    reading) come from the kept row reads; the signals still equal those computed from scratch."""
+    from agentrl.store import queries
+
+    con, _, ids = pair_store
+    run_id = ids["guarded"]
+    before = kept_signal_columns(con, run_id)
+    read: list[str] = []
+    for name in ("monitor_behaviour_columns", "monitor_step_tallies", "monitor_reviewed"):
+        real = getattr(queries, name)
+        monkeypatch.setattr(queries, name, lambda *args, real=real, name=name: read.append(name) or real(*args))
+    step, idx = con.execute("SELECT step, traj_idx FROM trajectories WHERE run_id = ? AND violation LIMIT 1",
+                            [run_id]).fetchone()
+    record_review(con, run_id, step, idx, "reject", "tester", "takes the shortcut")
+    after = kept_signal_columns(con, run_id)
+    assert after is not before and read == ["monitor_reviewed"]
+    assert _same_columns(after, store_signal_columns(con, run_id))
+    forget()
+    read.clear()
+    kept_signal_columns(con, run_id)  # nothing kept: everything is read
+    assert sorted(read) == ["monitor_behaviour_columns", "monitor_reviewed", "monitor_step_tallies"]
+
+
 def _split_commits(chunks, last_early_step: int, held) -> None:
     """Rewrite a run's commits as two: its rows up to `last_early_step` in commit 0, the rest in
     commit 1, which is written to `held` (a run's flushes fall wherever its second ticks do)."""
