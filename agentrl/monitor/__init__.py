@@ -161,8 +161,6 @@ def store_signal_reads(con, run_id: str, rows: RowReads | None = None) -> tuple[
     would outlive the dashboard's services)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from agentrl.store import queries
-
     if rows is not None:
         suspects, unverified = _store_direction(con, run_id, behaviours=rows.behaviours)
         return _assembled(rows, suspects, unverified), rows
