@@ -206,6 +206,25 @@ def test_behaviour_shares_thinned_keep_the_first_and_last_step_and_sum_to_one(ru
         con.close()
 
 
+def test_runs_of_different_lengths_keep_the_steps_each_keeps_alone(runs_dir):
+    """Two runs thinned to the same first step and stride but ending at different steps: each
+    keeps its own evenly spaced steps and its own last, picked together or alone, lumped or not."""
+    short = record(runs_dir, "short", shortcut_spreads(steps=12))  # 4 points: steps 1, 4, 7, 10 and 12
+    long = record(runs_dir, "long", shortcut_spreads(steps=13))  # steps 1, 4, 7, 10 and 13
+    ingest_once(runs_dir)
+    con = connect(runs_dir)
+    try:
+        for keep in (None, 2):
+            together = queries.behaviour_step_shares(con, [short, long], max_steps=5, keep=keep)
+            for run_id, steps in ((short, [1, 4, 7, 10, 12]), (long, [1, 4, 7, 10, 13])):
+                alone = queries.behaviour_step_shares(con, [run_id], max_steps=5, keep=keep)
+                assert sorted(alone["step"].unique()) == steps
+                mine = together[together["run_id"] == run_id].reset_index(drop=True)
+                assert mine[["step", "behaviour", "n"]].equals(alone[["step", "behaviour", "n"]].reset_index(drop=True))
+    finally:
+        con.close()
+
+
 def test_behaviour_shares_lumped_in_sql_are_what_lump_shares_draws(runs_dir):
     first = record(runs_dir, "lumped", shortcut_spreads(steps=12))
     second = record(runs_dir, "other", shortcut_spreads(steps=12))
