@@ -57,14 +57,21 @@ _SCRIPT = """
     }
     Promise.resolve(window.Plotly.relayout(gd, update)).finally(() => applying--);
   };
-  // A draw right after a click or a drag is a person's zoom or reset: its relayout event, which
-  // plotly sends after the draw, sets the shared range; the old one is not put back meanwhile.
-  let lastPointerUp = -Infinity;
+  // A draw of a chart right after a click or a drag on it is a person's zoom or reset: its
+  // relayout event, which plotly sends after the draw, sets the shared range; the old one is not
+  // put back on that chart meanwhile. Any other chart drawn then (a refresh while the run trains)
+  // takes the shared range at once: waiting for the next check left it at the full range for up
+  // to a second, and on a busy machine longer.
+  // The chart is the one the button went down on (plotly ends a drag on a cover over the page).
+  let lastPointerUp = -Infinity, lastPointerPlot = null;
+  doc.addEventListener("mousedown", (event) => {
+    lastPointerPlot = event.target instanceof Element ? event.target.closest(".js-plotly-plot") : null;
+  }, true);
   doc.addEventListener("mouseup", () => { lastPointerUp = performance.now(); }, true);
   const keep = (gd) => {
     if (!gd._fullLayout.xaxis || !gd._fullLayout.xaxis.range) return;  // not drawn yet
     const range = ranges[scope(gd)];
-    if (range && performance.now() - lastPointerUp > 500) apply(gd, range);
+    if (range && !(gd === lastPointerPlot && performance.now() - lastPointerUp <= 500)) apply(gd, range);
   };
   const attach = (gd) => {
     gd.__agentrlSynced = true;

@@ -139,6 +139,21 @@ def _drag_zoom(tab, chart, start: float, end: float) -> None:
     tab.wait_for_timeout(800)
 
 
+def _zoomed_range(tab, title: str, timeout_s: float = 15.0) -> list[float]:
+    """The x range of the chart shown with `title` once a zoom has reached it: no longer plotly's
+    autorange, and the same on two reads 0.3 s apart (a chart redrawn while the run trains may be
+    read in the middle of its draw, before it takes the zoom)."""
+    deadline, last = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        auto, now = _chart(tab, title).locator(".js-plotly-plot").evaluate(
+            "gd => [gd._fullLayout.xaxis.autorange, gd._fullLayout.xaxis.range.map(Number)]")
+        if not auto and now == last:
+            return now
+        last = now if not auto else None
+        time.sleep(0.3)
+    raise AssertionError(f"the zoom did not settle on {title!r}: {last}")
+
+
 def test_a_zoom_holds_while_the_run_trains_and_its_charts_are_redrawn(seeded, browser):
     from agentrl.config import load_preset
 
@@ -154,7 +169,7 @@ def test_a_zoom_holds_while_the_run_trains_and_its_charts_are_redrawn(seeded, br
         while (step_counter(tab) or (0, 0))[0] < 12 and time.monotonic() < deadline + 60:
             time.sleep(0.3)
         _drag_zoom(tab, _chart(tab, RATES), 0.2, 0.5)
-        zoomed, at = _x_range(_chart(tab, RATES)), step_counter(tab)[0]
+        zoomed, at = _zoomed_range(tab, RATES), step_counter(tab)[0]
         # Every frame from now on: the x range of the rates chart a person sees (the one on top at its centre).
         center = _chart(tab, RATES).bounding_box()
         tab.evaluate("""([x, y, range]) => {
