@@ -160,6 +160,33 @@ def test_an_older_store_gets_its_behaviours_numbers_when_opened(runs_dir):
         reopened.close()
 
 
+def test_the_onsets_behaviour_columns_leave_out_behaviours_the_runs_list_did_not_have_yet(runs_dir):
+    """The run's behaviour list and its step tallies are two reads: an ingest that commits in
+    between (a run that just started, shown on the Runs page) gives tallies of behaviours the list
+    lacks. They are left out, and the onset is still computed."""
+    from agentrl.monitor import store_onset
+
+    run_id = record(runs_dir, "racing", shortcut_spreads(steps=5))  # the shortcut from step 4
+    ingest_once(runs_dir)
+    con = connect(runs_dir)
+    try:
+        all_names, everything = queries.monitor_behaviour_columns(con, run_id)
+        shortcut = " > ".join(SHORTCUT)
+        con.execute("DELETE FROM run_behaviours WHERE run_id = ? AND behaviour = ?", [run_id, shortcut])
+        names, cols = queries.monitor_behaviour_columns(con, run_id)
+        assert names == [name for name in all_names if name != shortcut]
+        kept = everything["code"] != all_names.index(shortcut)
+        assert len(cols["step"]) == int(kept.sum()) > 0
+        assert [names[c] for c in cols["code"]] == [all_names[c] for c in everything["code"][kept]]
+        store_onset(con, run_id)
+        con.execute("DELETE FROM run_behaviours WHERE run_id = ?", [run_id])  # none listed yet
+        names, cols = queries.monitor_behaviour_columns(con, run_id)
+        assert names == [] and len(cols["step"]) == 0
+        store_onset(con, run_id)
+    finally:
+        con.close()
+
+
 def test_deleting_a_run_removes_its_behaviour_tallies(runs_dir):
     run_id = record(runs_dir, "gone", shortcut_spreads(steps=2))
     ingest_once(runs_dir)

@@ -127,10 +127,16 @@ def monitor_behaviour_columns(con: Con, run_id: str) -> tuple[list[str], dict]:
     names = [name for name, _ in named]
     cols = con.execute(  # by number: joining 500,000 rows to the names by name was most of this read
         "SELECT code, step, n, n - flagged AS unflagged FROM step_behaviours WHERE run_id = ?", [run_id]).fetchnumpy()
-    index = np.full(max((code for _, code in named), default=-1) + 2, -1, dtype=np.int32)  # store number -> the run's
+    codes = np.asarray(cols["code"], dtype=np.int64)
+    largest = max([code for _, code in named] + [int(codes.max()) if len(codes) else -1])
+    index = np.full(largest + 1, -1, dtype=np.int32)  # store number -> the run's
     index[[code for _, code in named]] = np.arange(len(named), dtype=np.int32)
-    cols = dict(cols)
-    cols["code"] = index[np.asarray(cols["code"], dtype=np.int64)]
+    local = index[codes]
+    # The two reads are two transactions: rows an ingest committed in between may name behaviours
+    # the first did not see. They are left out, as a join with the names left them out.
+    known = local >= 0
+    cols = {name: np.asarray(column)[known] for name, column in cols.items()} if not known.all() else dict(cols)
+    cols["code"] = local[known] if not known.all() else local
     return names, cols
 
 
