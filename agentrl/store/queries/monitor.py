@@ -125,7 +125,7 @@ def monitor_behaviour_columns(con: Con, run_id: str) -> tuple[list[str], dict]:
         "SELECT behaviour, c.code FROM (SELECT DISTINCT behaviour FROM run_behaviours WHERE run_id = ?) "
         "JOIN behaviour_names c USING (behaviour) ORDER BY behaviour", [run_id]).fetchall()
     names = [name for name, _ in named]
-    cols = con.execute(  # by number: joining 500,000 rows to the names by name was most of this read
+    cols = con.execute(  # by number, mapped to the run's own indices below (no faster than the join by name: 23 vs 22 ms)
         "SELECT code, step, n, n - flagged AS unflagged FROM step_behaviours WHERE run_id = ?", [run_id]).fetchnumpy()
     codes = np.asarray(cols["code"], dtype=np.int64)
     largest = max([code for _, code in named] + [int(codes.max()) if len(codes) else -1])
