@@ -29,6 +29,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -81,7 +82,9 @@ def new_run_id(name: str) -> str:
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # The thread in the name too: a run's flusher thread and its main thread both write status.json,
+    # and with one temporary name the second writer's rename found the first had taken its file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with open(tmp, "w") as handle:
             json.dump(payload, handle, indent=2, default=str)
@@ -102,6 +105,17 @@ def _write_json_in_place(path: Path, payload: dict[str, Any]) -> None:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+_update_locks: dict[str, threading.Lock] = {}
+_update_locks_guard = threading.Lock()
+
+
+def _update_lock(path: Path) -> threading.Lock:
+    """One lock for each file this process updates: read, change and write are one step for its threads."""
+    key = os.path.abspath(path)
+    with _update_locks_guard:
+        return _update_locks.setdefault(key, threading.Lock())
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -145,21 +159,25 @@ class RunDir:
 
     def update_meta(self, **fields: Any) -> dict[str, Any]:
         """Add to run.json (a run recorded from a user's script says its config and length once it knows them)."""
-        meta = self.meta() or {}
-        meta.update(fields)
-        write_json_atomic(self.meta_path, meta)
+        with _update_lock(self.meta_path):
+            meta = self.meta() or {}
+            meta.update(fields)
+            write_json_atomic(self.meta_path, meta)
         return meta
 
     def update_status(self, **fields: Any) -> dict[str, Any]:
-        status = self.status() or {}
-        status.update(fields)
-        try:
-            write_json_atomic(self.status_path, status)
-        except OSError as error:
-            if error.errno != errno.ENOSPC:
-                raise
-            # A full disk has no room for a second copy; a final status must still be written.
-            _write_json_in_place(self.status_path, status)
+        # Under a lock: the flusher thread's step update read the status, the main thread wrote
+        # `running`, and the step update then wrote back `queued` (a lost update, not only a race).
+        with _update_lock(self.status_path):
+            status = self.status() or {}
+            status.update(fields)
+            try:
+                write_json_atomic(self.status_path, status)
+            except OSError as error:
+                if error.errno != errno.ENOSPC:
+                    raise
+                # A full disk has no room for a second copy; a final status must still be written.
+                _write_json_in_place(self.status_path, status)
         return status
 
     def stop_requested(self) -> bool:

@@ -118,3 +118,34 @@ def test_any_bytes_in_any_run_file_read_as_a_checked_object_or_one_named_error(r
             assert value["status"] in ("queued", "running", "succeeded", "failed", "cancelled")
             pid = value.get("pid")
             assert pid is None or (type(pid) is int and 0 < pid < 2**31)
+
+
+def test_threads_updating_the_status_at_once_lose_no_field_and_raise_nothing(run):
+    """A run's flusher thread writes its step while the main thread writes `running`: both land.
+
+    Seen in CI: one temporary name for the process made the second rename fail, and the
+    read-change-write could put back a status the other thread had just replaced.
+    """
+    import threading
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def update(worker: int) -> None:
+        start.wait()
+        try:
+            for round_ in range(40):
+                run.update_status(**{f"field_{worker}": round_})
+                run.update_meta(**{f"field_{worker}": round_})
+        except BaseException as error:  # noqa: BLE001 - the test reports every thread's failure
+            errors.append(error)
+
+    threads = [threading.Thread(target=update, args=(worker,)) for worker in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for written in (run.status(), run.meta()):
+        assert {f"field_{worker}": 39 for worker in range(8)}.items() <= written.items()
+    assert not [path.name for path in run.root.iterdir() if path.name.endswith(".tmp")]
