@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -131,6 +132,11 @@ def _endpoint_note() -> str:
     return f" at {endpoint}" if endpoint else ""
 
 
+def _writer() -> str:
+    """Who writes a temporary file: a run's threads publish the same file (status.json) at once."""
+    return f"{os.getpid()}.{threading.get_ident()}"
+
+
 def _removed(remove, path) -> bool:
     """Whether `path` is gone after `remove(path)`: already gone counts; any other failure does not."""
     try:
@@ -200,7 +206,7 @@ class LocalFolder:
 
     def _write_atomic(self, name: str, write: Callable[[Path], None]) -> None:
         path = self.path / name
-        tmp = path.with_name(f".{path.name}.tmp")
+        tmp = path.with_name(f".{path.name}.{_writer()}.tmp")
         write(tmp)
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
@@ -326,7 +332,7 @@ class FsspecFolder:
         if not self.local:
             self._do(self.fs.pipe_file, path, data)  # one PUT: the whole object or nothing
             return
-        tmp = self._path(f".{name}.tmp")
+        tmp = self._path(f".{name}.{_writer()}.tmp")
         self.fs.pipe_file(tmp, data)
         with open(tmp, "rb") as handle:  # a LocalFileSystem path is a path of this machine
             os.fsync(handle.fileno())
