@@ -70,7 +70,7 @@ def kept_signal_columns(con, run_id: str) -> dict[str, Column]:
     columns, rows = store_signal_reads(con, run_id, rows)  # outside the lock: another run's signals need not wait
     ready = rows.behaviours[1]
     for array in [a for column in columns.values() for a in column] + [*rows.tallies.values()] + (
-            [] if ready is None else [ready.code, ready.steps, ready.pos, ready.unflagged, ready.rollouts, ready.order]):
+            [] if ready is None else ready.arrays()):
         array.flags.writeable = False
     _remember(_kept, key, (fingerprint, columns), KEPT_RUNS)
     _remember(_rows, key, (of_rows, rows), KEPT_ROW_READS)

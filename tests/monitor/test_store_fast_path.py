@@ -14,7 +14,7 @@ import pytest
 
 from agentrl.analysis import behaviours
 from agentrl.monitor import ANY_STATE, store_direction, store_onset, store_signals
-from agentrl.monitor.columns import window_max
+from agentrl.monitor.columns import code_rows, window_max, window_max_of
 from agentrl.monitor.onset import detect_onset
 from agentrl.monitor.signals import (Episode, Rollout, SuspectMap, drift_signals, merge, probe_signals, rollout_signals,
                                      unverified_signals, verified_at_start)
@@ -322,6 +322,29 @@ def test_window_max_is_the_largest_window_sum_of_one_code_at_every_position():
             sums: dict[int, int] = {}
             for c, p, k in zip(code.tolist(), pos.tolist(), count.tolist()):
                 if end - window < p <= end:
+                    sums[c] = sums.get(c, 0) + k
+            assert bool(present[end]) == bool(sums) and (not sums or best[end] == max(sums.values()))
+
+
+def test_the_window_max_of_some_codes_from_rows_made_ready_once_is_theirs_alone():
+    """What a review recomputes (`window_max_of` the unverified behaviours, from rows made ready
+    once) equals `window_max` of those codes' rows alone; counts too large to pack into one
+    integer with the position take the argsort path and give the same."""
+    rng = np.random.default_rng(1)
+    for case in range(300):
+        n_pos, window, codes, n = int(rng.integers(1, 30)), int(rng.integers(1, 7)), int(rng.integers(1, 8)), int(rng.integers(0, 80))
+        code, pos = rng.integers(0, codes, n), rng.integers(0, n_pos, n)
+        count = rng.integers(0, 5, n) if case % 3 else rng.integers(0, 1 << 60, n) // max(1, n)  # the last: no room to pack
+        ready = code_rows(code, pos, count, n_pos, window)
+        keep = rng.random(codes) < 0.6
+        best, present = window_max_of(ready, keep)
+        alone_best, alone_present = window_max(code[keep[code]], pos[keep[code]], count[keep[code]], n_pos, window)
+        assert present.tolist() == alone_present.tolist()
+        assert best.tolist() == alone_best.tolist()
+        for end in range(n_pos):  # and against the definition
+            sums: dict[int, int] = {}
+            for c, p, k in zip(code.tolist(), pos.tolist(), count.tolist()):
+                if keep[c] and end - window < p <= end:
                     sums[c] = sums.get(c, 0) + k
             assert bool(present[end]) == bool(sums) and (not sums or best[end] == max(sums.values()))
 
