@@ -107,15 +107,17 @@ def _write_json_in_place(path: Path, payload: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
-_update_locks: dict[str, threading.Lock] = {}
+_update_locks: dict[str, threading.RLock] = {}
 _update_locks_guard = threading.Lock()
 
 
-def _update_lock(path: Path) -> threading.Lock:
-    """One lock for each file this process updates: read, change and write are one step for its threads."""
+def _update_lock(path: Path) -> threading.RLock:
+    """One lock for each file this process updates: read, change and write are one step for its
+    threads. Reentrant: a user's signal handler that finishes the run interrupts its own thread,
+    perhaps mid-update, and must not wait for itself."""
     key = os.path.abspath(path)
     with _update_locks_guard:
-        return _update_locks.setdefault(key, threading.Lock())
+        return _update_locks.setdefault(key, threading.RLock())
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

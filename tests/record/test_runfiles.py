@@ -149,3 +149,21 @@ def test_threads_updating_the_status_at_once_lose_no_field_and_raise_nothing(run
     for written in (run.status(), run.meta()):
         assert {f"field_{worker}": 39 for worker in range(8)}.items() <= written.items()
     assert not [path.name for path in run.root.iterdir() if path.name.endswith(".tmp")]
+
+
+def test_a_status_update_made_mid_update_on_the_same_thread_does_not_wait_for_itself(run):
+    """A user's signal handler that finishes the run runs on the thread it interrupted, perhaps
+    inside an update of status.json: it must not wait for the lock that thread holds."""
+    import threading
+
+    from agentrl.record.rundir import _update_lock
+
+    def interrupted_update() -> None:
+        with _update_lock(run.status_path):  # what the interrupted update holds
+            run.update_status(status="cancelled")  # the handler's own update, on the same thread
+
+    worker = threading.Thread(target=interrupted_update, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the update waited for a lock its own thread held"
+    assert run.status()["status"] == "cancelled"
