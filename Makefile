@@ -54,7 +54,7 @@ test: install install-ray install-s3 browser bwrap
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 
 # Every test in two passes: two pytest-xdist workers, then the `serial` tests alone (tests/conftest.py
-# says which and why). Its first pass takes 9.5 minutes against 16 for `make test`, but it is not yet steady: see the README's Tests.
+# says which and why). Its first pass takes 9.5 minutes against about 20 for `make test`, but it is not yet steady: see the README's Tests.
 test-parallel: install install-ray install-s3 browser bwrap
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n 2 --dist loadgroup -m "not serial"
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m serial
