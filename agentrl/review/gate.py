@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -271,6 +272,13 @@ def write_bundle(con, runs_dir: Path, run_id: str, report: GateReport) -> Bundle
     return Bundle(final, content_hash, files)
 
 
+# A promotion or rollback checks the run's state, writes the bundle and records the decision as
+# one step: two browser sessions pressing Promote at once (threads of the dashboard) both found the
+# run not promoted, wrote the bundle through one staging folder (crashing each other) and recorded
+# two promotions. One lock for the process is enough: only one process holds the store to write.
+_promotion_decisions = threading.RLock()
+
+
 def current_state(con, run_id: str) -> str:
     """'promoted' when the run's latest decision is a promotion, else 'not promoted'."""
     history = queries.promotions(con, run_id)
@@ -289,15 +297,16 @@ def promote(con, runs_dir: Path, run_id: str, decided_by: str, settings: GateSet
     if not report.passed and override_reason is None:
         names = ", ".join(c.name for c in report.failed)
         raise GateError(f"the gate fails ({names}); promote only with a recorded reason for overriding it")
-    if current_state(con, run_id) == "promoted":
-        raise GateError(f"run {run_id} is already promoted; roll it back first to promote it again")
-    bundle = write_bundle(con, runs_dir, run_id, report)
-    with decisions.recording(con) as written:  # the store and the decisions log, together
-        promotion_id = queries.append_promotion(
-            con, run_id, "promote", decided_by, utc_now(), report.passed,
-            None if report.passed else override_reason, None, str(bundle.path), bundle.content_hash, report.to_json(),
-        )
-        written.append(("promotions", promotion_id))
+    with _promotion_decisions:
+        if current_state(con, run_id) == "promoted":
+            raise GateError(f"run {run_id} is already promoted; roll it back first to promote it again")
+        bundle = write_bundle(con, runs_dir, run_id, report)
+        with decisions.recording(con) as written:  # the store and the decisions log, together
+            promotion_id = queries.append_promotion(
+                con, run_id, "promote", decided_by, utc_now(), report.passed,
+                None if report.passed else override_reason, None, str(bundle.path), bundle.content_hash, report.to_json(),
+            )
+            written.append(("promotions", promotion_id))
     return promotion_id
 
 
@@ -309,10 +318,11 @@ def rollback(con, run_id: str, decided_by: str, reason: str) -> int:
         raise GateError("enter your name; every rollback is recorded with who decided it")
     if not reason:
         raise GateError("a rollback needs a reason")
-    if current_state(con, run_id) != "promoted":
-        raise GateError(f"run {run_id} is not promoted; there is nothing to roll back")
-    with decisions.recording(con) as written:
-        promotion_id = queries.append_promotion(con, run_id, "rollback", decided_by, utc_now(), None, None, reason,
-                                                None, None, None)
-        written.append(("promotions", promotion_id))
+    with _promotion_decisions:
+        if current_state(con, run_id) != "promoted":
+            raise GateError(f"run {run_id} is not promoted; there is nothing to roll back")
+        with decisions.recording(con) as written:
+            promotion_id = queries.append_promotion(con, run_id, "rollback", decided_by, utc_now(), None, None, reason,
+                                                    None, None, None)
+            written.append(("promotions", promotion_id))
     return promotion_id

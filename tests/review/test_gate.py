@@ -160,6 +160,47 @@ def test_promoting_twice_without_a_rollback_is_refused(pair_store):
         gate.promote(con, runs_dir, ids["guarded"], "alice")
 
 
+def test_two_sessions_promoting_at_once_make_one_promotion_and_one_whole_bundle(pair_store):
+    """Two browser sessions (threads of the dashboard, each on its own cursor) press Promote on the
+    same run at the same moment: one promotion is recorded, the other is refused as already
+    promoted, and the bundle on disk is whole (its files hash to its manifest)."""
+    import hashlib
+    import threading
+
+    con, runs_dir, ids = pair_store
+    run_id = ids["guarded"]
+    _approve_top(con, run_id)
+    start, outcomes = threading.Barrier(4), []
+
+    def press_promote(who: str) -> None:
+        cursor = con.cursor()
+        start.wait()
+        try:
+            outcomes.append(("promoted", gate.promote(cursor, runs_dir, run_id, who)))
+        except gate.GateError as error:
+            outcomes.append(("refused", str(error)))
+        except Exception as error:  # noqa: BLE001 - anything else is the failure this test looks for
+            outcomes.append(("crashed", repr(error)))
+        finally:
+            cursor.close()
+
+    threads = [threading.Thread(target=press_promote, args=(who,)) for who in ("alice", "bob", "carol", "dan")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert sorted(kind for kind, _ in outcomes) == ["promoted", "refused", "refused", "refused"], outcomes
+    assert all("already promoted" in said for kind, said in outcomes if kind == "refused"), outcomes
+    history = queries.promotions(con, run_id)
+    assert history["decision"].tolist() == ["promote"]
+    bundle = runs_dir / run_id / "bundle"
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    for name, digest in manifest["files"].items():
+        assert hashlib.sha256((bundle / name).read_bytes()).hexdigest() == digest, name
+    assert manifest["content_hash"] == history["content_hash"].iloc[0]
+    assert not [p.name for p in (runs_dir / run_id).iterdir() if p.name.startswith(".bundle")]
+
+
 def test_gate_settings_reject_impossible_thresholds():
     with pytest.raises(gate.GateError, match="min_success"):
         gate.GateSettings(min_success=1.5)
