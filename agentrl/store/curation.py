@@ -10,6 +10,7 @@ stay in their append-only log. A run still running cannot be deleted: cancel it 
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 from agentrl.record.locations import FsspecFolder, recorded_location
@@ -47,8 +48,19 @@ def annotate(con, run_id: str, tags=None, note: str | None = None, archived: boo
     return updated
 
 
+# Two browser sessions (threads of the dashboard) pressing Delete on one run at once both found it,
+# and the later rmtree crashed on files the first had removed. One lock for the process: only one
+# process holds the store to write.
+_deletions = threading.Lock()
+
+
 def delete_run(con, runs_dir: Path, run_id: str) -> dict[str, int]:
     """Delete a finished run's folder and rows; returns rows deleted per table."""
+    with _deletions:
+        return _delete_run(con, runs_dir, run_id)
+
+
+def _delete_run(con, runs_dir: Path, run_id: str) -> dict[str, int]:
     run = queries.get_run(con, run_id)
     if run is None:
         raise CurationError(f"no run {run_id!r} in the store")
