@@ -91,3 +91,31 @@ def shortcut_spreads(shortcut_from: int = 4, steps: int = 8) -> list:
         taken = 4 if step >= shortcut_from else 0
         out.append([(SHORTCUT, 0.9, False)] * taken + [(HONEST, 0.8, False)] * (7 - taken) + [(FLAGGED, 0.85, True)])
     return out
+
+
+def sessions_at_once(con, n: int, press, refused: type[Exception]) -> list[tuple[str, object]]:
+    """`n` browser sessions pressing one button at the same moment: `press(cursor, i)` in `n`
+    threads, each on its own cursor of `con`, released together. Each outcome: ("done", what
+    press returned), ("refused", the message of a `refused` error) or ("crashed", any other error)."""
+    import threading
+
+    start, outcomes = threading.Barrier(n), []
+
+    def session(i: int) -> None:
+        cursor = con.cursor()
+        start.wait()
+        try:
+            outcomes.append(("done", press(cursor, i)))
+        except refused as error:
+            outcomes.append(("refused", str(error)))
+        except Exception as error:  # noqa: BLE001 - anything else is the failure a test looks for
+            outcomes.append(("crashed", repr(error)))
+        finally:
+            cursor.close()
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return outcomes

@@ -165,31 +165,15 @@ def test_two_sessions_promoting_at_once_make_one_promotion_and_one_whole_bundle(
     same run at the same moment: one promotion is recorded, the other is refused as already
     promoted, and the bundle on disk is whole (its files hash to its manifest)."""
     import hashlib
-    import threading
+
+    from helpers import sessions_at_once
 
     con, runs_dir, ids = pair_store
     run_id = ids["guarded"]
     _approve_top(con, run_id)
-    start, outcomes = threading.Barrier(4), []
-
-    def press_promote(who: str) -> None:
-        cursor = con.cursor()
-        start.wait()
-        try:
-            outcomes.append(("promoted", gate.promote(cursor, runs_dir, run_id, who)))
-        except gate.GateError as error:
-            outcomes.append(("refused", str(error)))
-        except Exception as error:  # noqa: BLE001 - anything else is the failure this test looks for
-            outcomes.append(("crashed", repr(error)))
-        finally:
-            cursor.close()
-
-    threads = [threading.Thread(target=press_promote, args=(who,)) for who in ("alice", "bob", "carol", "dan")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert sorted(kind for kind, _ in outcomes) == ["promoted", "refused", "refused", "refused"], outcomes
+    who = ["alice", "bob", "carol", "dan"]
+    outcomes = sessions_at_once(con, 4, lambda cursor, i: gate.promote(cursor, runs_dir, run_id, who[i]), gate.GateError)
+    assert sorted(kind for kind, _ in outcomes) == ["done", "refused", "refused", "refused"], outcomes
     assert all("already promoted" in said for kind, said in outcomes if kind == "refused"), outcomes
     history = queries.promotions(con, run_id)
     assert history["decision"].tolist() == ["promote"]

@@ -75,30 +75,13 @@ def test_deleting_a_run_removes_its_folder_and_rows_and_keeps_its_reviews(pair_s
 def test_two_sessions_deleting_one_run_at_once_delete_it_once_and_say_so_to_the_other(pair_store):
     """Two browser sessions (threads of the dashboard, each on its own cursor) press Delete on the
     same run at once: it is deleted once, and the others are told in one line that it is gone."""
-    import threading
+    from helpers import sessions_at_once
 
     con, runs_dir, ids = pair_store
     run_id = ids["outcome"]
-    start, outcomes = threading.Barrier(3), []
-
-    def press_delete() -> None:
-        cursor = con.cursor()
-        start.wait()
-        try:
-            outcomes.append(("deleted", curation.delete_run(cursor, runs_dir, run_id)["trajectories"]))
-        except curation.CurationError as error:
-            outcomes.append(("refused", str(error)))
-        except Exception as error:  # noqa: BLE001 - anything else is the failure this test looks for
-            outcomes.append(("crashed", repr(error)))
-        finally:
-            cursor.close()
-
-    threads = [threading.Thread(target=press_delete) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert sorted(outcomes) == [("deleted", 30 * 32)] + [("refused", f"no run {run_id!r} in the store")] * 2, outcomes
+    outcomes = sessions_at_once(con, 3, lambda cursor, i: curation.delete_run(cursor, runs_dir, run_id)["trajectories"],
+                                curation.CurationError)
+    assert sorted(outcomes) == [("done", 30 * 32)] + [("refused", f"no run {run_id!r} in the store")] * 2, outcomes
     assert not (runs_dir / run_id).exists() and queries.get_run(con, run_id) is None
 
 
