@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from pathlib import Path
 from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from agentrl.record.rundir import temporary_name
 
 CHUNKS_URL_ENV = "AGENTRL_CHUNKS_URL"  # the default base URL of every run's chunks
 CHUNKS_URL_KEY = "chunks_url"  # in run.json: the run's own chunk location (base URL + run id)
@@ -132,11 +133,6 @@ def _endpoint_note() -> str:
     return f" at {endpoint}" if endpoint else ""
 
 
-def _writer() -> str:
-    """Who writes a temporary file: a run's threads publish the same file (status.json) at once."""
-    return f"{os.getpid()}.{threading.get_ident()}"
-
-
 def _removed(remove, path) -> bool:
     """Whether `path` is gone after `remove(path)`: already gone counts; any other failure does not."""
     try:
@@ -206,7 +202,7 @@ class LocalFolder:
 
     def _write_atomic(self, name: str, write: Callable[[Path], None]) -> None:
         path = self.path / name
-        tmp = path.with_name(f".{path.name}.{_writer()}.tmp")
+        tmp = temporary_name(path)
         write(tmp)
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
@@ -332,7 +328,7 @@ class FsspecFolder:
         if not self.local:
             self._do(self.fs.pipe_file, path, data)  # one PUT: the whole object or nothing
             return
-        tmp = self._path(f".{name}.{_writer()}.tmp")
+        tmp = self._path(temporary_name(Path(name)).name)
         self.fs.pipe_file(tmp, data)
         with open(tmp, "rb") as handle:  # a LocalFileSystem path is a path of this machine
             os.fsync(handle.fileno())

@@ -81,10 +81,15 @@ def new_run_id(name: str) -> str:
     return f"{utc_now():%Y%m%d-%H%M%S}-{slug}-{secrets.token_hex(2)}"
 
 
+def temporary_name(path: Path) -> Path:
+    """Where `path` is written before it is renamed into place: a name of this process and thread.
+    The thread too: a run's flusher thread and its main thread both write status.json, and with
+    one temporary name the second writer's rename found the first had taken its file."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    # The thread in the name too: a run's flusher thread and its main thread both write status.json,
-    # and with one temporary name the second writer's rename found the first had taken its file.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp = temporary_name(path)
     try:
         with open(tmp, "w") as handle:
             json.dump(payload, handle, indent=2, default=str)
